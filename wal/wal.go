@@ -1,0 +1,278 @@
+// Package wal defines the replicated write-ahead entries that the Raft log
+// carries and their binary encoding. A Raft log entry holds one Batch; a
+// Batch holds the Commands that the leader packed together (group commit);
+// each Command wraps one Entry: a Statement, an Append, a Txn or a NoOp.
+//
+// The package knows nothing of Raft or DuckDB: replication applies what is
+// decoded here.
+package wal
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// MaxKeyLen bounds an idempotency key: a client-chosen string or a 16-byte id.
+const MaxKeyLen = 256
+
+// Kind identifies an Entry on the wire.
+type Kind uint8
+
+// Entry kinds. The values are part of the encoding and never change.
+const (
+	KindStatement Kind = 1
+	KindAppend    Kind = 2
+	KindTxn       Kind = 3
+	KindNoOp      Kind = 4
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindStatement:
+		return "statement"
+	case KindAppend:
+		return "append"
+	case KindTxn:
+		return "txn"
+	case KindNoOp:
+		return "noop"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Entry is one replicated unit of work. It is implemented by Statement,
+// Append, Txn and NoOp only.
+type Entry interface {
+	Kind() Kind
+}
+
+// Statement is one SQL statement with its positional parameters, already
+// made deterministic by the leader.
+type Statement struct {
+	SQL    string
+	Params []Param
+	// Returning asks the applier to collect the rows the statement produces
+	// (INSERT … RETURNING) instead of only counting changed rows.
+	Returning bool
+}
+
+// Append bulk-loads one encoded DataChunk into a table.
+type Append struct {
+	Schema, Table string
+	// Chunk is a wire DataChunk in the Q3 layout; wal treats it as opaque.
+	Chunk []byte
+}
+
+// Txn is an explicit client transaction: its entries apply atomically, all or
+// none. It holds Statements and Appends only.
+type Txn struct {
+	Entries []Entry
+}
+
+// NoOp applies nothing. Proposing one and waiting for it orders the caller
+// after every earlier entry.
+type NoOp struct{}
+
+// Kind implements Entry.
+func (Statement) Kind() Kind { return KindStatement }
+
+// Kind implements Entry.
+func (Append) Kind() Kind { return KindAppend }
+
+// Kind implements Entry.
+func (Txn) Kind() Kind { return KindTxn }
+
+// Kind implements Entry.
+func (NoOp) Kind() Kind { return KindNoOp }
+
+// Command is what a client write becomes on the leader.
+type Command struct {
+	// Timestamp is the leader's clock (unix microseconds) when it accepted
+	// the write; it stands in for now() on every node.
+	Timestamp int64
+	// Key is an optional idempotency key: a second command with the same key
+	// is not applied again and gets the first one's result.
+	Key []byte
+	// Entry is the work itself.
+	Entry Entry
+}
+
+// Batch is the payload of one Raft log entry: the commands the leader packed
+// together, applied in order.
+type Batch struct {
+	Commands []Command
+}
+
+// ParamType identifies the type of a Param. The values are part of the
+// encoding and never change.
+type ParamType uint8
+
+// Parameter types.
+const (
+	ParamNull      ParamType = 0
+	ParamBool      ParamType = 1
+	ParamInt64     ParamType = 2
+	ParamUint64    ParamType = 3
+	ParamFloat64   ParamType = 4
+	ParamString    ParamType = 5
+	ParamBlob      ParamType = 6
+	ParamTimestamp ParamType = 7 // microseconds since the unix epoch, UTC
+	ParamDate      ParamType = 8 // days since the unix epoch
+	ParamUUID      ParamType = 9 // 16 bytes, big-endian as in RFC 4122
+)
+
+func (t ParamType) String() string {
+	switch t {
+	case ParamNull:
+		return "null"
+	case ParamBool:
+		return "bool"
+	case ParamInt64:
+		return "int64"
+	case ParamUint64:
+		return "uint64"
+	case ParamFloat64:
+		return "float64"
+	case ParamString:
+		return "string"
+	case ParamBlob:
+		return "blob"
+	case ParamTimestamp:
+		return "timestamp"
+	case ParamDate:
+		return "date"
+	case ParamUUID:
+		return "uuid"
+	}
+	return fmt.Sprintf("paramtype(%d)", uint8(t))
+}
+
+// Param is one typed scalar parameter of a Statement. The zero Param is NULL.
+// Build one with the constructors below or ParamOf.
+type Param struct {
+	typ ParamType
+	num uint64 // bool, integers, timestamp, date, float64 bits
+	str string // string, blob, uuid bytes
+}
+
+// Null returns a NULL parameter.
+func Null() Param { return Param{} }
+
+// Bool returns a BOOLEAN parameter.
+func Bool(v bool) Param {
+	p := Param{typ: ParamBool}
+	if v {
+		p.num = 1
+	}
+	return p
+}
+
+// Int64 returns a BIGINT parameter.
+func Int64(v int64) Param { return Param{typ: ParamInt64, num: uint64(v)} }
+
+// Uint64 returns a UBIGINT parameter.
+func Uint64(v uint64) Param { return Param{typ: ParamUint64, num: v} }
+
+// Float64 returns a DOUBLE parameter.
+func Float64(v float64) Param { return Param{typ: ParamFloat64, num: math.Float64bits(v)} }
+
+// String returns a VARCHAR parameter.
+func String(v string) Param { return Param{typ: ParamString, str: v} }
+
+// Blob returns a BLOB parameter.
+func Blob(v []byte) Param { return Param{typ: ParamBlob, str: string(v)} }
+
+// Timestamp returns a TIMESTAMP parameter of unix microseconds.
+func Timestamp(micros int64) Param { return Param{typ: ParamTimestamp, num: uint64(micros)} }
+
+// Date returns a DATE parameter of days since the unix epoch.
+func Date(days int32) Param { return Param{typ: ParamDate, num: uint64(int64(days))} }
+
+// UUID returns a UUID parameter.
+func UUID(v [16]byte) Param { return Param{typ: ParamUUID, str: string(v[:])} }
+
+// ParamOf converts a Go value to a Param: nil, bool, signed and unsigned
+// integers, float32/64, string, []byte, time.Time (as a timestamp) and
+// [16]byte (as a UUID).
+func ParamOf(v any) (Param, error) {
+	switch v := v.(type) {
+	case nil:
+		return Null(), nil
+	case Param:
+		return v, nil
+	case bool:
+		return Bool(v), nil
+	case int:
+		return Int64(int64(v)), nil
+	case int8:
+		return Int64(int64(v)), nil
+	case int16:
+		return Int64(int64(v)), nil
+	case int32:
+		return Int64(int64(v)), nil
+	case int64:
+		return Int64(v), nil
+	case uint:
+		return Uint64(uint64(v)), nil
+	case uint8:
+		return Uint64(uint64(v)), nil
+	case uint16:
+		return Uint64(uint64(v)), nil
+	case uint32:
+		return Uint64(uint64(v)), nil
+	case uint64:
+		return Uint64(v), nil
+	case float32:
+		return Float64(float64(v)), nil
+	case float64:
+		return Float64(v), nil
+	case string:
+		return String(v), nil
+	case []byte:
+		return Blob(v), nil
+	case time.Time:
+		return Timestamp(v.UnixMicro()), nil
+	case [16]byte:
+		return UUID(v), nil
+	}
+	return Param{}, fmt.Errorf("%w: unsupported parameter type %T", ErrInvalid, v)
+}
+
+// Type returns the parameter's type.
+func (p Param) Type() ParamType { return p.typ }
+
+// Value returns the parameter as a Go value for binding: nil, bool, int64,
+// uint64, float64, string, []byte, time.Time (UTC, for timestamps and dates)
+// or a canonical UUID string.
+func (p Param) Value() any {
+	switch p.typ {
+	case ParamBool:
+		return p.num != 0
+	case ParamInt64:
+		return int64(p.num)
+	case ParamUint64:
+		return p.num
+	case ParamFloat64:
+		return math.Float64frombits(p.num)
+	case ParamString:
+		return p.str
+	case ParamBlob:
+		return []byte(p.str)
+	case ParamTimestamp:
+		return time.UnixMicro(int64(p.num)).UTC()
+	case ParamDate:
+		return time.Unix(int64(p.num)*86400, 0).UTC()
+	case ParamUUID:
+		b := []byte(p.str)
+		return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	}
+	return nil
+}
+
+func (p Param) String() string {
+	if p.typ == ParamNull {
+		return "NULL"
+	}
+	return fmt.Sprintf("%v::%s", p.Value(), p.typ)
+}
