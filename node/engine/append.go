@@ -1,0 +1,336 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+	"unsafe"
+
+	bindings "github.com/duckdb/duckdb-go-bindings"
+
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// Append appends all rows of chunk to schema.table ("" means main) through a
+// DuckDB appender. The chunk needs one column per table column. Columns whose
+// type equals the table's are copied as they are; for the others DuckDB's
+// appender casts the values (duckdb_append_data_chunk does this), and if it
+// cannot, the error names the column and both types, e.g. "append to main.t:
+// column 2 is VARCHAR, chunk has INTEGER: ...". Outside an explicit
+// transaction the append runs in its own transaction, so it is all or
+// nothing.
+func (c *Conn) Append(schema, table string, chunk *wire.DataChunk) error {
+	if schema == "" {
+		schema = "main"
+	}
+	q, err := c.begin(context.Background())
+	if err != nil {
+		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+	}
+	defer c.end(q)
+	if err := c.appendTx(q, schema, table, chunk); err != nil {
+		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+	}
+	return nil
+}
+
+// appendTx wraps append in a transaction unless one is open.
+func (c *Conn) appendTx(q *query, schema, table string, chunk *wire.DataChunk) error {
+	if c.inTx {
+		return c.append(q, schema, table, chunk)
+	}
+	if err := c.run("BEGIN TRANSACTION"); err != nil {
+		return err
+	}
+	if err := c.append(q, schema, table, chunk); err != nil {
+		if rerr := c.run("ROLLBACK"); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return c.run("COMMIT")
+}
+
+// run executes a statement that returns nothing of interest.
+func (c *Conn) run(sql string) error {
+	var res bindings.Result
+	defer bindings.DestroyResult(&res)
+	if bindings.Query(c.conn, sql, &res) == bindings.StateError {
+		return newError(bindings.ResultError(&res), bindings.ResultErrorType(&res))
+	}
+	return nil
+}
+
+func (c *Conn) append(q *query, schema, table string, chunk *wire.DataChunk) error {
+	if chunk == nil {
+		return errors.New("nil chunk")
+	}
+	var app bindings.Appender
+	defer bindings.AppenderDestroy(&app)
+	if bindings.AppenderCreateExt(c.conn, "", schema, table, &app) == bindings.StateError {
+		return appenderError(app)
+	}
+	ncols := int(bindings.AppenderColumnCount(app))
+	if len(chunk.Columns) != ncols {
+		return fmt.Errorf("table has %d columns, chunk has %d", ncols, len(chunk.Columns))
+	}
+
+	// The DuckDB chunk has the wire types; where they differ from the
+	// table's, the appender casts.
+	types := make([]bindings.LogicalType, 0, ncols)
+	defer func() {
+		for i := range types {
+			bindings.DestroyLogicalType(&types[i])
+		}
+	}()
+	var mismatch []string
+	for i, col := range chunk.Columns {
+		if col == nil {
+			return fmt.Errorf("column %d is missing", i+1)
+		}
+		if col.Count < chunk.Rows {
+			return fmt.Errorf("column %d has %d rows, chunk has %d", i+1, col.Count, chunk.Rows)
+		}
+		tableType, err := ownedWireType(bindings.AppenderColumnType(app, bindings.IdxT(i)))
+		if err != nil {
+			return fmt.Errorf("column %d: %w", i+1, err)
+		}
+		if !sameType(&tableType, &col.Type) {
+			mismatch = append(mismatch, fmt.Sprintf("column %d is %s, chunk has %s", i+1, typeName(tableType), typeName(col.Type)))
+		}
+		lt, err := cType(col.Type)
+		if err != nil {
+			return fmt.Errorf("column %d: %w", i+1, err)
+		}
+		types = append(types, lt)
+	}
+
+	dc := bindings.CreateDataChunk(types)
+	defer bindings.DestroyDataChunk(&dc)
+	batch := int(bindings.VectorSize())
+	for start := 0; start < chunk.Rows; start += batch {
+		if c.interrupted(q) {
+			return errInterrupted()
+		}
+		n := min(batch, chunk.Rows-start)
+		bindings.DataChunkReset(dc)
+		for i, col := range chunk.Columns {
+			if err := copyVector(bindings.DataChunkGetVector(dc, bindings.IdxT(i)), col, start, n, 0); err != nil {
+				return fmt.Errorf("column %d: %w", i+1, err)
+			}
+		}
+		bindings.DataChunkSetSize(dc, bindings.IdxT(n))
+		if bindings.AppendDataChunk(app, dc) == bindings.StateError {
+			return withMismatch(mismatch, appenderError(app))
+		}
+	}
+	if bindings.AppenderClose(app) == bindings.StateError {
+		return withMismatch(mismatch, appenderError(app))
+	}
+	return nil
+}
+
+func withMismatch(mismatch []string, err error) error {
+	if len(mismatch) == 0 {
+		return err
+	}
+	return fmt.Errorf("%s: %w", mismatch[0], err)
+}
+
+func appenderError(app bindings.Appender) error {
+	ed := bindings.AppenderErrorData(app)
+	defer bindings.DestroyErrorData(&ed)
+	return newError(bindings.ErrorDataMessage(ed), bindings.ErrorDataErrorType(ed))
+}
+
+// copyVector copies rows [from, from+n) of src into dst at rows [at, at+n).
+// Every offset and length in src is checked, since chunks come from clients.
+func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
+	if from+n > src.Count {
+		return fmt.Errorf("rows %d..%d beyond the vector's %d rows", from, from+n, src.Count)
+	}
+	l, width, err := physical(&src.Type)
+	if err != nil {
+		return err
+	}
+	if err := copyValidity(dst, src, from, n, at); err != nil {
+		return err
+	}
+	switch l {
+	case layoutFixed:
+		if len(src.Data) < (from+n)*width {
+			return fmt.Errorf("%d data bytes for %d rows of %d bytes", len(src.Data), src.Count, width)
+		}
+		out := unsafe.Slice((*byte)(bindings.VectorGetData(dst)), (at+n)*width)
+		copy(out[at*width:], src.Data[from*width:(from+n)*width])
+		return nil
+	case layoutString:
+		return copyStrings(dst, src, from, n, at)
+	case layoutList:
+		return copyList(dst, src, from, n, at)
+	case layoutStruct:
+		if len(src.Children) != len(src.Type.Fields) {
+			return fmt.Errorf("%d children for %d fields", len(src.Children), len(src.Type.Fields))
+		}
+		for i, child := range src.Children {
+			if child == nil {
+				return fmt.Errorf("field %d is missing", i+1)
+			}
+			if err := copyVector(bindings.StructVectorGetChild(dst, bindings.IdxT(i)), child, from, n, at); err != nil {
+				return fmt.Errorf("field %q: %w", src.Type.Fields[i].Name, err)
+			}
+		}
+		return nil
+	case layoutArray:
+		size := int(src.Type.ArraySize)
+		if len(src.Children) != 1 || src.Children[0] == nil {
+			return errors.New("ARRAY without its child vector")
+		}
+		return copyVector(bindings.ArrayVectorGetChild(dst), src.Children[0], from*size, n*size, at*size)
+	}
+	return fmt.Errorf("unsupported type %s", typeName(src.Type))
+}
+
+// copyValidity sets the validity bits of dst directly: DuckDB's mask is an
+// array of uint64 words with bit i set when row i is valid.
+func copyValidity(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
+	if src.Validity == nil {
+		// A reused child vector may still carry NULLs of an earlier batch.
+		if p := bindings.VectorGetValidity(dst); p != nil {
+			mask := unsafe.Slice((*uint64)(p), (at+n+63)/64)
+			for i := at; i < at+n; i++ {
+				mask[i>>6] |= 1 << (uint(i) & 63)
+			}
+		}
+		return nil
+	}
+	if len(src.Validity) < (from+n+7)/8 {
+		return fmt.Errorf("validity of %d bytes for %d rows", len(src.Validity), src.Count)
+	}
+	bindings.VectorEnsureValidityWritable(dst)
+	mask := unsafe.Slice((*uint64)(bindings.VectorGetValidity(dst)), (at+n+63)/64)
+	for i := range n {
+		bit := uint64(1) << (uint(at+i) & 63)
+		if src.IsValid(from + i) {
+			mask[(at+i)>>6] |= bit
+		} else {
+			mask[(at+i)>>6] &^= bit
+		}
+	}
+	return nil
+}
+
+// copyStrings writes duckdb_string_t values. Strings of up to 12 bytes are
+// stored inline and written directly; longer ones go through DuckDB, which
+// owns their heap.
+func copyStrings(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
+	if len(src.Offsets) < from+n+1 {
+		return fmt.Errorf("%d string offsets for %d rows", len(src.Offsets), src.Count)
+	}
+	checkUTF8 := src.Type.ID == wire.TypeVarchar || src.Type.ID == wire.TypeChar
+	out := unsafe.Slice((*byte)(bindings.VectorGetData(dst)), (at+n)*stringSize)
+	for i := range n {
+		if !src.IsValid(from + i) {
+			continue
+		}
+		start, end := src.Offsets[from+i], src.Offsets[from+i+1]
+		if start > end || int(end) > len(src.Bytes) {
+			return fmt.Errorf("row %d: string offsets %d..%d outside %d bytes", from+i, start, end, len(src.Bytes))
+		}
+		b := src.Bytes[start:end]
+		if err := checkString(src.Type.ID, b, checkUTF8); err != nil {
+			return fmt.Errorf("row %d: %w", from+i, err)
+		}
+		if len(b) > stringInline {
+			bindings.UnsafeVectorAssignStringElementLen(dst, bindings.IdxT(at+i), b)
+			continue
+		}
+		s := out[(at+i)*stringSize : (at+i+1)*stringSize]
+		clear(s)
+		*(*uint32)(unsafe.Pointer(&s[0])) = uint32(len(b))
+		copy(s[4:], b)
+	}
+	return nil
+}
+
+// checkString rejects values DuckDB would misread: invalid UTF-8 in VARCHAR
+// and malformed BIT or BIGNUM headers.
+func checkString(id wire.TypeID, b []byte, checkUTF8 bool) error {
+	switch {
+	case checkUTF8 && !utf8.Valid(b):
+		return errors.New("invalid UTF-8 in VARCHAR value")
+	case id == wire.TypeBit && (len(b) < 1 || b[0] > 7 || (len(b) == 1 && b[0] != 0)):
+		return errors.New("malformed BIT value")
+	case id == wire.TypeBigNum && len(b) < 4:
+		return errors.New("malformed BIGNUM value")
+	}
+	return nil
+}
+
+// copyList copies the entries of rows [from, from+n) and the child rows they
+// reference, compacting the child: row i's elements land right after row
+// i-1's. Child rows are appended after those already in dst's child vector,
+// which is how nested lists accumulate.
+func copyList(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
+	if len(src.Entries) < from+n {
+		return fmt.Errorf("%d list entries for %d rows", len(src.Entries), src.Count)
+	}
+	if len(src.Children) != 1 || src.Children[0] == nil {
+		return errors.New("LIST without its child vector")
+	}
+	child := src.Children[0]
+	var total uint64
+	for i := range n {
+		e := src.Entries[from+i]
+		if !src.IsValid(from + i) {
+			continue
+		}
+		if e.Offset > uint64(child.Count) || e.Length > uint64(child.Count)-e.Offset {
+			return fmt.Errorf("row %d: list entry %d+%d beyond %d child rows", from+i, e.Offset, e.Length, child.Count)
+		}
+		total += e.Length
+	}
+	base := uint64(bindings.ListVectorGetSize(dst))
+	if bindings.ListVectorReserve(dst, bindings.IdxT(base+total)) == bindings.StateError {
+		return fmt.Errorf("cannot reserve %d list elements", base+total)
+	}
+	childDst := bindings.ListVectorGetChild(dst)
+	entries := unsafe.Slice((*wire.ListEntry)(bindings.VectorGetData(dst)), at+n)
+	pos := base
+	// Runs of rows whose elements are adjacent in src are copied at once.
+	runStart, runLen := uint64(0), uint64(0)
+	flush := func() error {
+		if runLen == 0 {
+			return nil
+		}
+		err := copyVector(childDst, child, int(runStart), int(runLen), int(pos-runLen))
+		runLen = 0
+		return err
+	}
+	for i := range n {
+		e := src.Entries[from+i]
+		if !src.IsValid(from+i) || e.Length == 0 {
+			entries[at+i] = wire.ListEntry{Offset: pos}
+			continue
+		}
+		if runLen > 0 && runStart+runLen != e.Offset {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if runLen == 0 {
+			runStart = e.Offset
+		}
+		runLen += e.Length
+		entries[at+i] = wire.ListEntry{Offset: pos, Length: e.Length}
+		pos += e.Length
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if bindings.ListVectorSetSize(dst, bindings.IdxT(pos)) == bindings.StateError {
+		return fmt.Errorf("cannot set list size %d", pos)
+	}
+	return nil
+}

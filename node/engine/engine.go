@@ -1,0 +1,142 @@
+// Package engine bridges an embedded DuckDB and the pure-Go Quack wire
+// types. It talks to DuckDB through the C API (duckdb-go-bindings) and moves
+// rows column by column: query results stream as wire.DataChunks that alias
+// DuckDB's vectors, and appends copy wire vectors straight into DuckDB data
+// chunks. See DESIGN.md for the guarantees and the aliasing rules.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	bindings "github.com/duckdb/duckdb-go-bindings"
+)
+
+// Options configure a database when it is opened.
+type Options struct {
+	// Threads is DuckDB's worker thread count; 0 keeps DuckDB's default.
+	Threads int
+	// MemoryLimit is DuckDB's memory_limit, e.g. "4GB"; "" keeps the default.
+	MemoryLimit string
+	// AllowExternalAccess sets enable_external_access. It is off by default
+	// because the database is served to remote clients.
+	AllowExternalAccess bool
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// DB is an open DuckDB database. It is safe for concurrent use.
+type DB struct {
+	path     string
+	log      *slog.Logger
+	platform string
+
+	mu     sync.Mutex
+	db     bindings.Database
+	closed bool
+}
+
+// Open opens the database file at path, or an in-memory database if path is
+// empty.
+func Open(path string, opts Options) (*DB, error) {
+	var cfg bindings.Config
+	if bindings.CreateConfig(&cfg) == bindings.StateError {
+		return nil, fmt.Errorf("open %q: cannot create DuckDB config", path)
+	}
+	defer bindings.DestroyConfig(&cfg)
+	settings := [][2]string{
+		{"enable_external_access", strconv.FormatBool(opts.AllowExternalAccess)},
+	}
+	if opts.Threads > 0 {
+		settings = append(settings, [2]string{"threads", strconv.Itoa(opts.Threads)})
+	}
+	if opts.MemoryLimit != "" {
+		settings = append(settings, [2]string{"memory_limit", opts.MemoryLimit})
+	}
+	for _, s := range settings {
+		if bindings.SetConfig(cfg, s[0], s[1]) == bindings.StateError {
+			return nil, fmt.Errorf("open %q: invalid setting %s=%q", path, s[0], s[1])
+		}
+	}
+
+	db := &DB{path: path, log: opts.Logger}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	var msg string
+	if bindings.OpenExt(path, &db.db, cfg, &msg) == bindings.StateError {
+		bindings.Close(&db.db)
+		return nil, fmt.Errorf("open %q: %w", path, newError(msg, bindings.ErrorTypeInvalid))
+	}
+	platform, err := db.queryString("PRAGMA platform")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	db.platform = platform
+	db.log.Debug("duckdb opened", "path", path, "version", db.Version(), "platform", platform)
+	return db, nil
+}
+
+// queryString runs a query that returns one VARCHAR value.
+func (db *DB) queryString(sql string) (string, error) {
+	c, err := db.Connect()
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	res, err := c.Query(context.Background(), sql)
+	if err != nil {
+		return "", err
+	}
+	defer res.Close()
+	chunk, err := res.Next()
+	if err != nil {
+		return "", err
+	}
+	if chunk == nil || len(chunk.Columns) == 0 || len(chunk.Columns[0].Offsets) < 2 {
+		return "", fmt.Errorf("%s: no string result", sql)
+	}
+	col := chunk.Columns[0]
+	return string(col.Bytes[col.Offsets[0]:col.Offsets[1]]), nil
+}
+
+// Close closes the database. Connections still open keep DuckDB's instance
+// alive until they are closed.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if !db.closed {
+		db.closed = true
+		bindings.Close(&db.db)
+	}
+	return nil
+}
+
+// Path is the database file path, "" for an in-memory database.
+func (db *DB) Path() string { return db.path }
+
+// Version is the DuckDB library version, e.g. "v1.5.6".
+func (db *DB) Version() string { return bindings.LibraryVersion() }
+
+// Platform is DuckDB's platform string, e.g. "linux_amd64".
+func (db *DB) Platform() string { return db.platform }
+
+// Connect opens a new connection.
+func (db *DB) Connect() (*Conn, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, errors.New("connect: database is closed")
+	}
+	c := &Conn{db: db}
+	if bindings.Connect(db.db, &c.conn) == bindings.StateError {
+		bindings.Disconnect(&c.conn)
+		return nil, errors.New("connect: DuckDB refused the connection")
+	}
+	return c, nil
+}

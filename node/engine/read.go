@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	bindings "github.com/duckdb/duckdb-go-bindings"
+
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// stringSize is sizeof(duckdb_string_t): a uint32 length, then either up to
+// 12 inline bytes or a 4-byte prefix and a pointer to the bytes.
+const (
+	stringSize   = 16
+	stringInline = 12
+)
+
+// reader turns one DuckDB vector into a wire.Vector. It is built once per
+// result column and reused for every chunk, so reading a chunk allocates
+// nothing once the string buffers have grown to size.
+type reader struct {
+	layout   layout
+	width    int
+	vec      wire.Vector
+	children []*reader
+}
+
+func newReader(t wire.LogicalType) (*reader, error) {
+	l, w, err := physical(&t)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{layout: l, width: w, vec: wire.Vector{Type: t}}
+	if l == layoutList || l == layoutStruct || l == layoutArray {
+		for _, ct := range children(&t) {
+			c, err := newReader(ct)
+			if err != nil {
+				return nil, err
+			}
+			r.children = append(r.children, c)
+			r.vec.Children = append(r.vec.Children, &c.vec)
+		}
+	}
+	if t.ID == wire.TypeGeometry {
+		r.vec.GeometryFormat = 1 // WKB, the only format DuckDB writes
+	}
+	return r, nil
+}
+
+// read fills r.vec from count rows of v. Fixed-width data, validity and list
+// entries alias DuckDB's memory; strings are copied into r's buffers.
+func (r *reader) read(v bindings.Vector, count int) *wire.Vector {
+	out := &r.vec
+	out.Count = count
+	out.Validity = nil
+	if p := bindings.VectorGetValidity(v); p != nil && count > 0 {
+		out.Validity = unsafe.Slice((*byte)(p), 8*((count+63)/64))
+	}
+	data := bindings.VectorGetData(v)
+	switch r.layout {
+	case layoutFixed:
+		out.Data = nil
+		if data != nil && count > 0 {
+			out.Data = unsafe.Slice((*byte)(data), count*r.width)
+		}
+	case layoutString:
+		r.readStrings(data, count)
+	case layoutList:
+		out.Entries = nil
+		if data != nil && count > 0 {
+			out.Entries = unsafe.Slice((*wire.ListEntry)(data), count)
+		}
+		out.ListSize = uint64(bindings.ListVectorGetSize(v))
+		r.children[0].read(bindings.ListVectorGetChild(v), int(out.ListSize))
+	case layoutStruct:
+		for i, c := range r.children {
+			c.read(bindings.StructVectorGetChild(v, bindings.IdxT(i)), count)
+		}
+	case layoutArray:
+		r.children[0].read(bindings.ArrayVectorGetChild(v), count*int(out.Type.ArraySize))
+	}
+	return out
+}
+
+// readStrings copies count duckdb_string_t values into Offsets and Bytes.
+// NULL rows become empty strings: their string_t may be uninitialised.
+func (r *reader) readStrings(data unsafe.Pointer, count int) {
+	out := &r.vec
+	offsets := out.Offsets[:0]
+	buf := out.Bytes[:0]
+	offsets = append(offsets, 0)
+	if data != nil && count > 0 {
+		raw := unsafe.Slice((*byte)(data), count*stringSize)
+		for i := range count {
+			if out.IsValid(i) {
+				s := raw[i*stringSize : (i+1)*stringSize]
+				n := int(binary.LittleEndian.Uint32(s))
+				if n <= stringInline {
+					buf = append(buf, s[4:4+n]...)
+				} else {
+					p := *(*unsafe.Pointer)(unsafe.Pointer(&s[8]))
+					buf = append(buf, unsafe.Slice((*byte)(p), n)...)
+				}
+			}
+			offsets = append(offsets, uint32(len(buf)))
+		}
+	} else {
+		for range count {
+			offsets = append(offsets, 0)
+		}
+	}
+	out.Offsets, out.Bytes = offsets, buf
+}
