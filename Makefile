@@ -1,0 +1,40 @@
+# duckraft: a replicated cluster of Quack (DuckDB) nodes.
+GO      ?= go
+BIN     := bin
+TAGS    := duckdb_arrow
+PKGS    := ./...
+# Packages with concurrency that must stay clean under the race detector.
+RACE_PKGS := ./node/... ./wal/... ./replication/...
+
+.PHONY: all build run test race vet fuzz bench chaos clean
+
+all: build
+
+build:
+	$(GO) build -tags $(TAGS) -o $(BIN)/duckraftd ./cmd/duckraftd
+	$(GO) build -tags $(TAGS) -o $(BIN)/duckraft ./cmd/duckraft
+
+# run starts a local node on loopback and prints how to connect.
+run: build
+	./scripts/run-local.sh
+
+test: build vet
+	$(GO) test -tags $(TAGS) -count=1 -timeout 15m $(PKGS)
+	$(GO) test -tags $(TAGS) -count=1 -race -short -timeout 15m $(RACE_PKGS)
+
+vet:
+	$(GO) vet -tags $(TAGS) $(PKGS)
+
+# fuzz runs every fuzz target for FUZZTIME each.
+FUZZTIME ?= 30s
+fuzz:
+	@for f in $$($(GO) test -list '^Fuzz' ./node/wire | grep ^Fuzz); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./node/wire || exit 1; done
+	@for f in $$($(GO) test -list '^Fuzz' ./wal | grep ^Fuzz); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./wal || exit 1; done
+
+bench: build
+	$(BIN)/duckraft bench bulk --duckraftd $(BIN)/duckraftd
+
+clean:
+	rm -rf $(BIN)

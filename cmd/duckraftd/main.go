@@ -1,0 +1,181 @@
+// Command duckraftd is the duckraft node daemon: a DuckDB database served
+// over Quack, DuckDB's own client/server protocol.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/engine"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "duckraftd:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the daemon's command line.
+type config struct {
+	id, data              string
+	quackAddr, raftAddr   string
+	gossipAddr, join      string
+	token, tokenFile      string
+	tlsCert, tlsKey       string
+	authorizer            string
+	allowExternalAccess   bool
+	replica               bool
+	maxMessageBytes       int64
+	threads               int
+	memoryLimit, logLevel string
+	printToken            bool
+}
+
+func parseFlags(args []string) (*config, error) {
+	host, _ := os.Hostname()
+	c := &config{}
+	fs := flag.NewFlagSet("duckraftd", flag.ContinueOnError)
+	fs.StringVar(&c.id, "id", host, "node id, unique in the cluster")
+	fs.StringVar(&c.data, "data", "./duckraft-data", "data directory")
+	fs.StringVar(&c.quackAddr, "quack", "127.0.0.1:9494", "Quack listen address (host:port)")
+	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:9495", "Raft listen address (host:port)")
+	fs.StringVar(&c.gossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
+	fs.StringVar(&c.join, "join", "", "gossip address of a live member to join")
+	fs.BoolVar(&c.replica, "replica", false, "run as a non-voting read replica")
+	fs.StringVar(&c.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN); generated and kept in the data directory when empty")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
+	fs.StringVar(&c.authorizer, "authorizer", "", "name of a SQL macro fn(session_id, sql) that authorizes each statement")
+	fs.BoolVar(&c.allowExternalAccess, "allow-external-access", false, "let clients read and write server files, ATTACH and INSTALL")
+	fs.Int64Var(&c.maxMessageBytes, "max-message-bytes", node.DefaultMaxMessageBytes, "largest request body accepted")
+	fs.IntVar(&c.threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
+	fs.StringVar(&c.memoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	return c, nil
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// loadToken returns the configured token, or the one kept in the data
+// directory, creating it on first start so restarts keep it.
+func loadToken(c *config) (string, error) {
+	if c.token != "" {
+		if len(c.token) < 4 {
+			return "", errors.New("--token must be at least 4 characters long")
+		}
+		return c.token, nil
+	}
+	path := filepath.Join(c.data, "token")
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	t := node.NewToken()
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	return t, nil
+}
+
+func run(args []string) error {
+	c, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	token, err := loadToken(c)
+	if err != nil {
+		return err
+	}
+	db, err := engine.Open(filepath.Join(c.data, "duckraft.db"), engine.Options{
+		Threads:             c.threads,
+		MemoryLimit:         c.memoryLimit,
+		AllowExternalAccess: c.allowExternalAccess,
+		Logger:              log,
+	})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	cfg := node.Config{
+		DB:              db,
+		Authenticator:   node.TokenAuth{Token: token},
+		MaxMessageBytes: c.maxMessageBytes,
+		Logger:          log,
+	}
+	if c.authorizer != "" {
+		cfg.Authorizer = node.SQLAuthorizer{DB: db, Function: c.authorizer}
+	}
+	srv, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", c.quackAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.quackAddr, err)
+	}
+	scheme := "quack"
+	if c.tlsCert != "" {
+		l, err = tlsListener(l, c.tlsCert, c.tlsKey)
+		if err != nil {
+			return err
+		}
+	}
+	log.Info("serving Quack", "id", c.id, "addr", l.Addr().String(), "data", c.data, "duckdb", db.Version())
+	fmt.Printf("duckraftd %s: Quack on %s:%s  token %s\n", c.id, scheme, l.Addr(), token)
+	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", l.Addr(), token)
+	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, l.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+		srv.Close()
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

@@ -1,0 +1,168 @@
+package node_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// post sends body to the server's /quack endpoint and decodes the answer.
+func post(t *testing.T, addr string, body []byte) (int, wire.Header, wire.Message) {
+	t.Helper()
+	status, data := postBytes(t, addr, body)
+	if status != http.StatusOK {
+		return status, wire.Header{}, nil
+	}
+	h, rest, err := wire.DecodeHeader(data)
+	if err != nil {
+		t.Fatalf("decode response header: %v", err)
+	}
+	msg, err := wire.DecodeBody(wire.Q1, h.Type, rest, wire.Limits{})
+	if err != nil {
+		t.Fatalf("decode response %v: %v", h.Type, err)
+	}
+	return status, h, msg
+}
+
+// postBytes sends body to the server's /quack endpoint.
+func postBytes(t *testing.T, addr string, body []byte) (int, []byte) {
+	t.Helper()
+	url := "http://" + strings.TrimPrefix(addr, "quack:") + "/quack"
+	resp, err := http.Post(url, "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, data
+}
+
+func encode(t *testing.T, g wire.Generation, h wire.Header, m wire.Message) []byte {
+	t.Helper()
+	b, err := wire.AppendMessage(nil, g, h, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// openSession performs a Q1 handshake over raw HTTP and returns the id.
+func openSession(t *testing.T, addr string) string {
+	t.Helper()
+	_, h, msg := post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgConnectionRequest},
+		&wire.ConnectionRequest{AuthString: testToken, ClientDuckDBVersion: "v1.5.4", ClientPlatform: "linux_amd64", MinVersion: 1, MaxVersion: 1}))
+	if _, ok := msg.(*wire.ConnectionResponse); !ok || h.ConnectionID == "" {
+		t.Fatalf("handshake: got %T %+v", msg, msg)
+	}
+	return h.ConnectionID
+}
+
+func wantError(t *testing.T, status int, msg wire.Message, substr string) {
+	t.Helper()
+	if status != http.StatusOK {
+		t.Fatalf("HTTP %d, want 200 with an ERROR_RESPONSE", status)
+	}
+	e, ok := msg.(*wire.ErrorResponse)
+	if !ok {
+		t.Fatalf("got %T, want ERROR_RESPONSE containing %q", msg, substr)
+	}
+	if !strings.Contains(e.Message, substr) {
+		t.Fatalf("error %q lacks %q", e.Message, substr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	addr, _ := startServer(t, func(c *node.Config) { c.MaxMessageBytes = 1 << 16 })
+	id := openSession(t, addr)
+	prepare := func(sql string) []byte {
+		return encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: id}, &wire.PrepareRequest{SQL: sql})
+	}
+	valid := prepare("SELECT 1")
+	cases := []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"empty body", nil, "malformed"},
+		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), "malformed"},
+		{"truncated", valid[:len(valid)-3], "malformed"},
+		{"trailing field", append(append([]byte{}, valid[:len(valid)-2]...), 0x07, 0x00, 0x01, 0xFF, 0xFF), "malformed"},
+		{"unknown type", append(wire.AppendHeader(nil, wire.Header{Type: 42, ConnectionID: id}), 0xFF, 0xFF), "Unsupported message type"},
+		{"response type sent as request", encode(t, wire.Q1, wire.Header{Type: wire.MsgSuccessResponse, ConnectionID: id}, &wire.SuccessResponse{}), "Unsupported message type"},
+		{"unknown session", encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: "0123456789ABCDEF0123456789ABCDEF"}, &wire.PrepareRequest{SQL: "SELECT 1"}), "Invalid connection id"},
+		{"no session", encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest}, &wire.PrepareRequest{SQL: "SELECT 1"}), "Invalid connection id"},
+		{"oversized", prepare("SELECT '" + strings.Repeat("x", 1<<17) + "'"), "exceeds the server's limit"},
+		{"bad SQL", prepare("SELEKT 1"), "syntax error"},
+		{"unknown result", encode(t, wire.Q1, wire.Header{Type: wire.MsgFetchRequest, ConnectionID: id}, &wire.FetchRequest{UUID: wire.Hugeint{Upper: 1, Lower: 2}}), "Result has been closed"},
+		{"bad version", encode(t, wire.Q1, wire.Header{Type: wire.MsgConnectionRequest},
+			&wire.ConnectionRequest{AuthString: testToken, MinVersion: 7, MaxVersion: 9}), "Unsupported Quack version"},
+		{"Q3 without lease", encode(t, wire.Q1, wire.Header{Type: wire.MsgConnectionRequest},
+			&wire.ConnectionRequest{AuthString: testToken, MinVersion: 3, MaxVersion: 3}), "heartbeat_timeout out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, msg := post(t, addr, tc.body)
+			wantError(t, status, msg, tc.want)
+		})
+	}
+	// After all of that the session still serves.
+	_, _, msg := post(t, addr, valid)
+	if _, ok := msg.(*wire.PrepareResponse); !ok {
+		t.Fatalf("session broken after bad input: %T %+v", msg, msg)
+	}
+}
+
+func TestFetchAfterCancel(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	id := openSession(t, addr)
+	_, _, msg := post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: id},
+		&wire.PrepareRequest{SQL: "SELECT * FROM range(100000000)"}))
+	pr, ok := msg.(*wire.PrepareResponse)
+	if !ok || !pr.NeedsMoreFetch {
+		t.Fatalf("prepare: %T %+v", msg, msg)
+	}
+	_, _, msg = post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgCancelRequest, ConnectionID: id}, &wire.CancelRequest{}))
+	if _, ok := msg.(*wire.SuccessResponse); !ok {
+		t.Fatalf("cancel: %T %+v", msg, msg)
+	}
+	status, _, msg := post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgFetchRequest, ConnectionID: id}, &wire.FetchRequest{UUID: pr.UUID}))
+	wantError(t, status, msg, "interrupted")
+}
+
+func TestDisconnectEndsSession(t *testing.T) {
+	addr, srv := startServer(t, nil)
+	id := openSession(t, addr)
+	_, _, msg := post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgDisconnect, ConnectionID: id}, &wire.DisconnectMessage{}))
+	if _, ok := msg.(*wire.SuccessResponse); !ok {
+		t.Fatalf("disconnect: %T", msg)
+	}
+	if n := srv.SessionCount(); n != 0 {
+		t.Fatalf("%d sessions after disconnect", n)
+	}
+	status, _, msg := post(t, addr, encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: id}, &wire.PrepareRequest{SQL: "SELECT 1"}))
+	wantError(t, status, msg, "Invalid connection id")
+}
+
+func TestIdleSessionsExpire(t *testing.T) {
+	addr, srv := startServer(t, func(c *node.Config) { c.IdleTimeout = 500 * time.Millisecond })
+	openSession(t, addr)
+	if srv.SessionCount() != 1 {
+		t.Fatal("no session")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.SessionCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle session never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

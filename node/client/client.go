@@ -1,0 +1,360 @@
+// Package client is a Go client for the Quack protocol: it talks to
+// duckraftd and to DuckDB's own Quack server (quack_serve). Results stream in
+// batches that several workers fetch in parallel while row order is kept.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// DefaultPort is Quack's default TCP port.
+const DefaultPort = 9494
+
+// ServerError is an ERROR_RESPONSE from the server: its message is the
+// server's (DuckDB's) error text.
+type ServerError struct{ Message string }
+
+func (e *ServerError) Error() string { return e.Message }
+
+// ErrClosed is returned by calls on a closed connection.
+var ErrClosed = errors.New("quack: connection closed")
+
+// Options configures a connection.
+type Options struct {
+	// Token is the server's authentication token.
+	Token string
+	// Generation is the protocol generation to speak; 0 tries Q3 first and
+	// falls back to Q1, as DuckDB-compatible clients do.
+	Generation wire.Generation
+	// FetchWorkers is how many FETCH requests a result keeps in flight;
+	// 0 means one per CPU, at least 2.
+	FetchWorkers int
+	// TLS forces HTTPS (true) or plain HTTP (false); nil chooses HTTPS
+	// unless the host is local, like DuckDB's client.
+	TLS *bool
+	// TLSConfig is used for HTTPS.
+	TLSConfig *tls.Config
+	// HTTPClient overrides the HTTP client.
+	HTTPClient *http.Client
+	// HeartbeatTimeout is the Q3 session lease requested (default 60 s).
+	HeartbeatTimeout time.Duration
+	// ClientVersion and Platform are sent in the handshake.
+	ClientVersion, Platform string
+}
+
+// Conn is one Quack session. Its methods are safe for concurrent use, but
+// statements on one session run one at a time and a new Query ends the
+// previous result, as on the server.
+type Conn struct {
+	url    string
+	http   *http.Client
+	opts   Options
+	gen    wire.Generation
+	id     string
+	server wire.ConnectionResponse
+
+	received atomic.Int64
+
+	mu      sync.Mutex
+	current *Rows
+	closed  bool
+	stopHB  chan struct{}
+}
+
+// ParseServer turns "quack:host[:port]", "quack://host:port", "host:port" or
+// "host" into the base URL of the server's /quack endpoint.
+func ParseServer(server string, useTLS *bool) (string, error) {
+	s := strings.TrimSpace(server)
+	s = strings.TrimPrefix(s, "quack://")
+	s = strings.TrimPrefix(s, "quack:")
+	if s == "" {
+		return "", fmt.Errorf("quack: empty server address")
+	}
+	host, port := s, strconv.Itoa(DefaultPort)
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		host, port = h, p
+	} else if strings.Count(s, ":") == 1 {
+		return "", fmt.Errorf("quack: bad server address %q: %w", server, err)
+	}
+	host = strings.Trim(host, "[]")
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("quack: bad port in %q", server)
+	}
+	secure := !isLocal(host)
+	if useTLS != nil {
+		secure = *useTLS
+	}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/quack", nil
+}
+
+func isLocal(host string) bool {
+	return strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1"
+}
+
+// Connect opens a session on server with opts.
+func Connect(ctx context.Context, server string, opts Options) (*Conn, error) {
+	url, err := ParseServer(server, opts.TLS)
+	if err != nil {
+		return nil, err
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			TLSClientConfig:     opts.TLSConfig,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		}}
+	}
+	if opts.FetchWorkers <= 0 {
+		opts.FetchWorkers = max(2, runtime.NumCPU())
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = 60 * time.Second
+	}
+	if opts.ClientVersion == "" {
+		opts.ClientVersion = "duckraft"
+	}
+	if opts.Platform == "" {
+		opts.Platform = runtime.GOOS + "_" + runtime.GOARCH
+	}
+	c := &Conn{url: url, http: hc, opts: opts}
+	gens := []wire.Generation{wire.Q3, wire.Q1}
+	if opts.Generation != 0 {
+		gens = []wire.Generation{opts.Generation}
+	}
+	for i, g := range gens {
+		err = c.handshake(ctx, g)
+		if err == nil {
+			break
+		}
+		var se *ServerError
+		var he *httpStatusError
+		fallback := errors.As(err, &he) || errors.As(err, &se) && strings.Contains(se.Message, "Unsupported Quack version")
+		if i == len(gens)-1 || !fallback {
+			return nil, err
+		}
+	}
+	if c.gen == wire.Q3 {
+		c.stopHB = make(chan struct{})
+		go c.heartbeat()
+	}
+	return c, nil
+}
+
+func (c *Conn) handshake(ctx context.Context, g wire.Generation) error {
+	req := &wire.ConnectionRequest{
+		AuthString:          c.opts.Token,
+		ClientDuckDBVersion: c.opts.ClientVersion,
+		ClientPlatform:      c.opts.Platform,
+		MinVersion:          uint64(g),
+		MaxVersion:          uint64(g),
+	}
+	if g == wire.Q3 {
+		req.HeartbeatTimeoutSeconds = uint64(c.opts.HeartbeatTimeout / time.Second)
+	}
+	h, msg, err := c.roundTrip(ctx, g, wire.Header{Type: wire.MsgConnectionRequest}, req)
+	if err != nil {
+		return fmt.Errorf("quack connect to %s: %w", c.url, err)
+	}
+	resp, ok := msg.(*wire.ConnectionResponse)
+	if !ok || h.ConnectionID == "" {
+		return fmt.Errorf("quack connect to %s: unexpected %v answer", c.url, h.Type)
+	}
+	c.gen = wire.Generation(resp.QuackVersion)
+	if c.gen != wire.Q1 && c.gen != wire.Q3 {
+		return fmt.Errorf("quack connect to %s: server speaks unsupported version %d", c.url, resp.QuackVersion)
+	}
+	c.id = h.ConnectionID
+	c.server = *resp
+	return nil
+}
+
+// BytesReceived returns the number of response body bytes received so far.
+func (c *Conn) BytesReceived() int64 { return c.received.Load() }
+
+// Generation returns the protocol generation in use.
+func (c *Conn) Generation() wire.Generation { return c.gen }
+
+// ID returns the session id the server issued.
+func (c *Conn) ID() string { return c.id }
+
+// ServerVersion returns the DuckDB version the server reported.
+func (c *Conn) ServerVersion() string { return c.server.ServerDuckDBVersion }
+
+type httpStatusError struct {
+	status int
+	what   string
+}
+
+func (e *httpStatusError) Error() string {
+	if e.what != "" {
+		return fmt.Sprintf("HTTP %d: %s", e.status, e.what)
+	}
+	return fmt.Sprintf("HTTP %d", e.status)
+}
+
+// roundTrip sends one message and decodes the answer; an ERROR_RESPONSE
+// becomes a *ServerError.
+func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message) (wire.Header, wire.Message, error) {
+	if h.Type != wire.MsgConnectionRequest {
+		h.ConnectionID = c.id
+	}
+	out, err := wire.AppendMessage(nil, g, h, body)
+	if err != nil {
+		return wire.Header{}, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(out))
+	if err != nil {
+		return wire.Header{}, nil, err
+	}
+	req.Header.Set("Content-Type", "application/vnd.duckdb")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return wire.Header{}, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return wire.Header{}, nil, fmt.Errorf("read response: %w", err)
+	}
+	c.received.Add(int64(len(data)))
+	if resp.StatusCode != http.StatusOK {
+		return wire.Header{}, nil, &httpStatusError{status: resp.StatusCode, what: resp.Header.Get("EXCEPTION_WHAT")}
+	}
+	rh, rest, err := wire.DecodeHeader(data)
+	if err != nil {
+		return wire.Header{}, nil, fmt.Errorf("decode response header: %w", err)
+	}
+	msg, err := wire.DecodeBody(g, rh.Type, rest, wire.Limits{})
+	if err != nil {
+		return wire.Header{}, nil, fmt.Errorf("decode %v: %w", rh.Type, err)
+	}
+	if e, ok := msg.(*wire.ErrorResponse); ok {
+		return rh, nil, &ServerError{Message: e.Message}
+	}
+	return rh, msg, nil
+}
+
+func (c *Conn) heartbeat() {
+	t := time.NewTicker(c.opts.HeartbeatTimeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopHB:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.HeartbeatTimeout/3)
+			c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgHeartbeatRequest}, &wire.HeartbeatRequest{})
+			cancel()
+		}
+	}
+}
+
+// Close ends the session on the server.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cur := c.current
+	c.mu.Unlock()
+	if cur != nil {
+		cur.Close()
+	}
+	if c.stopHB != nil {
+		close(c.stopHB)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgDisconnect}, &wire.DisconnectMessage{})
+	c.http.CloseIdleConnections()
+	return err
+}
+
+// Exec runs sql and discards its rows. It returns the value of a single
+// BIGINT "Count" column when the statement reports one (rows changed), else 0.
+func (c *Conn) Exec(ctx context.Context, sql string) (int64, error) {
+	rows, err := c.Query(ctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for {
+		chunk, err := rows.NextChunk()
+		if err != nil {
+			return 0, err
+		}
+		if chunk == nil {
+			break
+		}
+		if len(chunk.Columns) == 1 && rows.Names()[0] == "Count" && chunk.Rows > 0 {
+			if v, err := chunk.Columns[0].Value(0); err == nil {
+				if i, ok := v.(int64); ok {
+					n += i
+				}
+			}
+		}
+	}
+	return n, rows.Err()
+}
+
+// Append appends chunk to schema.table in the server's Q1 way: one
+// APPEND_REQUEST per chunk of at most 2048 rows.
+func (c *Conn) Append(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
+	if c.gen != wire.Q1 {
+		return fmt.Errorf("quack append: not available in protocol generation %d; connect with Generation: wire.Q1", c.gen)
+	}
+	if schema == "" {
+		schema = "main"
+	}
+	if err := c.begin(); err != nil {
+		return err
+	}
+	_, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgAppendRequest},
+		&wire.AppendRequest{Schema: schema, Table: table, Chunk: chunk})
+	if err != nil {
+		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+	}
+	return nil
+}
+
+// begin ends the previous result before a new statement, as the server
+// will.
+func (c *Conn) begin() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	cur := c.current
+	c.current = nil
+	c.mu.Unlock()
+	if cur != nil {
+		cur.Close()
+	}
+	return nil
+}

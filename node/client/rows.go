@@ -1,0 +1,271 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// Rows is a streaming query result. Read it chunk by chunk with NextChunk,
+// or row by row with Next and Values. Batches are fetched by several workers
+// at once and handed out in the server's order.
+type Rows struct {
+	conn  *Conn
+	uuid  wire.Hugeint
+	names []string
+	types []wire.LogicalType
+
+	// queue holds chunks ready to hand out, in order.
+	queue []*wire.DataChunk
+
+	// Parallel fetch state.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	cond    *sync.Cond
+	ready   map[uint64][]*wire.DataChunk
+	next    uint64 // next batch index to hand out
+	end     bool   // some worker saw the end of the result
+	total   uint64 // Q3: batches in the result, known once end is seen
+	q3next  uint64 // Q3: the last batch index a worker asked for
+	err     error
+	workers int
+	started bool
+	done    bool
+
+	// Row iteration.
+	chunk *wire.DataChunk
+	row   int
+}
+
+// Query runs sql and returns its result. The first rows arrive with the
+// answer; the rest are fetched in parallel as they are read.
+func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
+	if err := c.begin(); err != nil {
+		return nil, err
+	}
+	req := &wire.PrepareRequest{SQL: sql}
+	if c.gen != wire.Q1 {
+		req.QueryUUID = newUUID()
+	}
+	_, msg, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req)
+	if err != nil {
+		return nil, err
+	}
+	resp, ok := msg.(*wire.PrepareResponse)
+	if !ok {
+		return nil, fmt.Errorf("quack query: unexpected answer %T", msg)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &Rows{
+		conn:   c,
+		uuid:   resp.UUID,
+		names:  resp.Names,
+		types:  resp.Types,
+		queue:  resp.Chunks,
+		ctx:    rctx,
+		cancel: cancel,
+		ready:  make(map[uint64][]*wire.DataChunk),
+		next:   1,
+		end:    !resp.NeedsMoreFetch,
+	}
+	r.cond = sync.NewCond(&r.mu)
+	if !resp.NeedsMoreFetch {
+		r.done = true
+	}
+	c.mu.Lock()
+	c.current = r
+	c.mu.Unlock()
+	return r, nil
+}
+
+func newUUID() wire.Hugeint {
+	var b [16]byte
+	rand.Read(b[:])
+	var u wire.Hugeint
+	for i := 0; i < 8; i++ {
+		u.Upper = u.Upper<<8 | int64(b[i])
+		u.Lower = u.Lower<<8 | uint64(b[8+i])
+	}
+	return u
+}
+
+// Names returns the column names.
+func (r *Rows) Names() []string { return r.names }
+
+// Types returns the column types.
+func (r *Rows) Types() []wire.LogicalType { return r.types }
+
+// NextChunk returns the next chunk of rows, or nil at the end of the result.
+func (r *Rows) NextChunk() (*wire.DataChunk, error) {
+	for len(r.queue) == 0 {
+		if r.done {
+			return nil, r.Err()
+		}
+		chunks, err := r.nextBatch()
+		if err != nil {
+			return nil, err
+		}
+		if chunks == nil {
+			r.done = true
+			return nil, nil
+		}
+		r.queue = chunks
+	}
+	c := r.queue[0]
+	r.queue[0] = nil
+	r.queue = r.queue[1:]
+	return c, nil
+}
+
+// Next advances to the next row; Values then returns it. It returns false at
+// the end of the result or on an error (see Err).
+func (r *Rows) Next() bool {
+	for r.chunk == nil || r.row+1 >= r.chunk.Rows {
+		c, err := r.NextChunk()
+		if err != nil || c == nil {
+			r.chunk = nil
+			return false
+		}
+		r.chunk, r.row = c, -1
+	}
+	r.row++
+	return true
+}
+
+// Values returns the current row as Go values (see wire.Vector.Value).
+func (r *Rows) Values() ([]any, error) {
+	out := make([]any, len(r.chunk.Columns))
+	for i, col := range r.chunk.Columns {
+		v, err := col.Value(r.row)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", r.names[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Err returns the error that ended the result early, if any.
+func (r *Rows) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Close stops fetching. Rows not read are dropped; the server discards the
+// result when the session runs its next statement.
+func (r *Rows) Close() {
+	r.cancel()
+	r.mu.Lock()
+	r.done = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.conn.mu.Lock()
+	if r.conn.current == r {
+		r.conn.current = nil
+	}
+	r.conn.mu.Unlock()
+}
+
+// nextBatch returns the chunks of the next batch in order, starting the
+// fetch workers on first use; nil means the result is exhausted.
+func (r *Rows) nextBatch() ([]*wire.DataChunk, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started {
+		r.started = true
+		r.workers = r.conn.opts.FetchWorkers
+		for i := 0; i < r.workers; i++ {
+			go r.fetchLoop()
+		}
+	}
+	for {
+		if chunks, ok := r.ready[r.next]; ok {
+			delete(r.ready, r.next)
+			r.next++
+			r.cond.Broadcast()
+			return chunks, nil
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.end && (r.workers == 0 || r.total > 0 && r.next > r.total) {
+			return nil, nil
+		}
+		if r.done {
+			return nil, nil
+		}
+		r.cond.Wait()
+	}
+}
+
+// window bounds how far ahead of the reader the workers may fetch, so a slow
+// reader does not buffer the whole result.
+func (r *Rows) window() uint64 { return uint64(2 * r.conn.opts.FetchWorkers) }
+
+// fetchLoop is one fetch worker. In Q1 the server numbers the batches in the
+// order it cuts them; in Q3 the worker names the batch it wants.
+func (r *Rows) fetchLoop() {
+	defer func() {
+		r.mu.Lock()
+		r.workers--
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}()
+	var claimed uint64 // Q3: the next batch index this set of workers asks for
+	for {
+		r.mu.Lock()
+		for !r.done && r.err == nil && !r.end && uint64(len(r.ready)) >= r.window() {
+			r.cond.Wait()
+		}
+		if r.done || r.err != nil || r.end {
+			r.mu.Unlock()
+			return
+		}
+		req := &wire.FetchRequest{UUID: r.uuid}
+		if r.conn.gen == wire.Q3 {
+			r.claimQ3(&claimed)
+			req.BatchIndex = claimed
+			req.AckIndex = r.next - 1
+		}
+		r.mu.Unlock()
+
+		_, msg, err := r.conn.roundTrip(r.ctx, r.conn.gen, wire.Header{Type: wire.MsgFetchRequest}, req)
+		r.mu.Lock()
+		if err != nil {
+			if r.err == nil && !r.done {
+				r.err = err
+			}
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			return
+		}
+		resp, ok := msg.(*wire.FetchResponse)
+		switch {
+		case !ok:
+			r.err = fmt.Errorf("quack fetch: unexpected answer %T", msg)
+		case len(resp.Chunks) == 0:
+			r.end = true
+			if resp.TotalBatches.Valid {
+				r.total = resp.TotalBatches.Value
+			}
+		case !resp.BatchIndex.Valid:
+			r.err = fmt.Errorf("quack fetch: batch without an index")
+		default:
+			r.ready[resp.BatchIndex.Value] = resp.Chunks
+		}
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
+// claimQ3 picks the next unclaimed Q3 batch index for a worker. Callers hold
+// r.mu.
+func (r *Rows) claimQ3(claimed *uint64) {
+	r.q3next++
+	*claimed = r.q3next
+}

@@ -1,0 +1,162 @@
+package node
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// batchChunks is how many DataChunks make one PREPARE or FETCH batch. It is
+// DuckDB's quack_fetch_batch_chunks: Q1 clients take "exactly this many
+// chunks inline" as the sign that more must be fetched.
+const batchChunks = 12
+
+// readAhead is how many encoded batches a result's producer may hold beyond
+// the one being sent. It lets DuckDB execute, the codec encode and the socket
+// send at the same time while keeping memory per result bounded.
+const readAhead = 2
+
+// ErrResultClosed is returned for a FETCH whose result is no longer current.
+var ErrResultClosed = errors.New("Result has been closed")
+
+// ErrInterrupted is returned for a FETCH of a cancelled result.
+var ErrInterrupted = errors.New("Query was interrupted")
+
+// Rows is a streaming result: column names and types, then DataChunks until
+// Next returns nil. A chunk is valid only until the next call to Next.
+type Rows interface {
+	Names() []string
+	Types() []wire.LogicalType
+	Next() (*wire.DataChunk, error)
+	Close()
+}
+
+// batch is a run of encoded DataChunk objects cut from a result.
+type batch struct {
+	chunks [][]byte
+	rows   int
+	// last is set when the result ended inside this batch (fewer than
+	// batchChunks chunks), so no FETCH is needed after it.
+	last bool
+	err  error
+}
+
+// result is the one active query result of a session. A producer goroutine
+// cuts the stream into encoded batches ahead of the FETCH requests; FETCHes
+// take them in order under mu, which keeps batch numbering dense even when a
+// client fetches with several threads at once.
+type result struct {
+	uuid  wire.Hugeint
+	names []string
+	types []wire.LogicalType
+
+	batches chan batch
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu sync.Mutex
+	// taken counts batches taken from the producer, the PREPARE's included.
+	taken uint64
+	// inline is how many batches the PREPARE answer carried.
+	inline uint64
+	// fetched numbers the batches served by FETCH: server-assigned in Q1,
+	// the client's batch index in Q3.
+	fetched uint64
+	// pending holds batches taken ahead of a FETCH that asked for a later
+	// client batch index (Q3 read-ahead arriving out of order), and served
+	// batches kept for transport retries until acknowledged.
+	pending map[uint64]batch
+	ended   bool
+	err     error
+
+	stopOnce sync.Once
+}
+
+// startResult begins producing batches from rows in the background.
+func startResult(rows Rows, uuid wire.Hugeint, g wire.Generation) *result {
+	r := &result{
+		uuid:    uuid,
+		names:   rows.Names(),
+		types:   rows.Types(),
+		batches: make(chan batch, readAhead),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: make(map[uint64]batch),
+	}
+	go r.produce(rows, g)
+	return r
+}
+
+func (r *result) produce(rows Rows, g wire.Generation) {
+	defer close(r.done)
+	defer close(r.batches)
+	defer rows.Close()
+	for {
+		b := batch{}
+		for len(b.chunks) < batchChunks {
+			c, err := rows.Next()
+			if err != nil {
+				b.err = err
+				break
+			}
+			if c == nil {
+				b.last = true
+				break
+			}
+			enc, err := wire.AppendDataChunk(nil, c, g)
+			if err != nil {
+				b.err = err
+				break
+			}
+			b.chunks = append(b.chunks, enc)
+			b.rows += c.Rows
+		}
+		select {
+		case r.batches <- b:
+		case <-r.stop:
+			return
+		}
+		if b.last || b.err != nil {
+			return
+		}
+	}
+}
+
+// take returns the next batch in stream order; ok is false once the stream
+// is exhausted. Callers hold r.mu.
+func (r *result) take() (b batch, ok bool) {
+	if r.ended {
+		return batch{}, false
+	}
+	b, ok = <-r.batches
+	if !ok {
+		r.ended = true
+		return batch{}, false
+	}
+	r.taken++
+	if b.last || b.err != nil {
+		r.ended = true
+	}
+	if b.err != nil {
+		r.err = b.err
+	}
+	return b, true
+}
+
+// close stops the producer and waits for it, so the session's connection is
+// free for the next statement.
+func (r *result) close() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	<-r.done
+}
+
+// finished reports whether the producer has exited on its own or been stopped.
+func (r *result) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}

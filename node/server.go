@@ -1,0 +1,587 @@
+// Package node is one Quack node: DuckDB served over Quack, DuckDB's own
+// client/server protocol, to unmodified DuckDB clients and to the Go client
+// in node/client. It knows nothing of Raft or gossip: a cluster plugs its
+// routing in through the Executor interface.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMaxMessageBytes = 256 << 20
+	DefaultMaxSessions     = 1024
+	DefaultIdleTimeout     = time.Hour
+	// defaultInlineRows is what a Q3 PREPARE carries inline when the
+	// request does not say.
+	defaultInlineRows = batchChunks * 2048
+)
+
+// An Executor runs statements and appends for a session. The default runs
+// them on the session's own connection; a cluster sends writes through Raft.
+type Executor interface {
+	Query(ctx context.Context, s *Session, sql string) (Rows, error)
+	Append(ctx context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error
+}
+
+// LocalExecutor runs everything on the session's own DuckDB connection.
+type LocalExecutor struct{}
+
+// Query implements Executor.
+func (LocalExecutor) Query(ctx context.Context, s *Session, sql string) (Rows, error) {
+	res, err := s.Conn().Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Append implements Executor.
+func (LocalExecutor) Append(_ context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error {
+	return s.Conn().Append(schema, table, chunk)
+}
+
+// Config configures a Server.
+type Config struct {
+	DB            *engine.DB
+	Authenticator Authenticator
+	// Authorizer is consulted for every statement; nil admits everything.
+	Authorizer Authorizer
+	// Executor runs statements; nil means LocalExecutor.
+	Executor Executor
+	// MaxMessageBytes bounds a request body; larger ones get an error.
+	MaxMessageBytes int64
+	// MaxSessions bounds concurrent sessions; more are refused.
+	MaxSessions int
+	// IdleTimeout ends Q1 sessions that sent nothing for this long (Q1
+	// clients have no heartbeat); Q3 sessions use their own lease.
+	IdleTimeout time.Duration
+	// HiddenSchemas are left out of the catalog an attaching client loads.
+	HiddenSchemas []string
+	Logger        *slog.Logger
+}
+
+// Server serves the Quack protocol over HTTP.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	lim  wire.Limits
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closed   bool
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("node: Config.DB is required")
+	}
+	if cfg.Authenticator == nil {
+		return nil, errors.New("node: Config.Authenticator is required")
+	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer = AllowAll{}
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = LocalExecutor{}
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		stop:     make(chan struct{}),
+		sessions: make(map[string]*Session),
+	}
+	s.wg.Add(1)
+	go s.reapLoop()
+	return s, nil
+}
+
+// Handler returns the HTTP handler: POST /quack, its CORS pre-flight, and a
+// banner at /.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /quack", s.serveQuack)
+	mux.HandleFunc("OPTIONS /quack", func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "*")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "duckraft: a DuckDB Quack endpoint (POST /quack)\n")
+	})
+	return mux
+}
+
+// Serve accepts connections on l until Close. It returns
+// http.ErrServerClosed after Close.
+func (s *Server) Serve(l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		<-s.stop
+		hs.Close()
+	}()
+	return hs.Serve(l)
+}
+
+// Close ends every session and stops serving.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sessions := s.sessions
+	s.sessions = map[string]*Session{}
+	s.mu.Unlock()
+	close(s.stop)
+	for _, sess := range sessions {
+		sess.close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// SessionCount returns the number of open sessions.
+func (s *Server) SessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+func (s *Server) reapLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			var dead []*Session
+			for id, sess := range s.sessions {
+				if sess.expired(now) {
+					dead = append(dead, sess)
+					delete(s.sessions, id)
+				}
+			}
+			s.mu.Unlock()
+			for _, sess := range dead {
+				s.log.Info("session expired", "session", sess.id)
+				sess.close()
+			}
+		}
+	}
+}
+
+// errorMessage is the text an ERROR_RESPONSE carries: DuckDB's raw message,
+// without the "<Type> Error: " prefix, as DuckDB's own server sends it.
+func errorMessage(err error) string {
+	return engine.RawMessage(err)
+}
+
+func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.writeError(w, fmt.Sprintf("message exceeds the server's limit of %d bytes", s.cfg.MaxMessageBytes))
+			return
+		}
+		s.log.Debug("read request", "err", err)
+		return
+	}
+	h, rest, err := wire.DecodeHeader(body)
+	if err != nil {
+		s.writeError(w, fmt.Sprintf("malformed message header: %v", err))
+		return
+	}
+	resp := s.handle(r.Context(), h, rest)
+	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
+		"response", resp.header.Type, "duration", time.Since(start))
+	s.write(w, resp)
+}
+
+// response is one message to send back.
+type response struct {
+	gen    wire.Generation
+	header wire.Header
+	body   wire.Message
+}
+
+func errorResponse(msg string) response {
+	return response{gen: wire.Q1, header: wire.Header{Type: wire.MsgErrorResponse}, body: &wire.ErrorResponse{Message: msg}}
+}
+
+func success(g wire.Generation) response {
+	return response{gen: g, header: wire.Header{Type: wire.MsgSuccessResponse}, body: &wire.SuccessResponse{}}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, msg string) {
+	s.write(w, errorResponse(msg))
+}
+
+func (s *Server) write(w http.ResponseWriter, resp response) {
+	out, err := wire.AppendMessage(nil, resp.gen, resp.header, resp.body)
+	if err != nil {
+		s.log.Error("encode response", "type", resp.header.Type, "err", err)
+		out, _ = wire.AppendMessage(nil, wire.Q1, wire.Header{Type: wire.MsgErrorResponse},
+			&wire.ErrorResponse{Message: fmt.Sprintf("encode response: %v", err)})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/vnd.duckdb")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Content-Length", fmt.Sprint(len(out)))
+	w.Write(out)
+}
+
+func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) response {
+	if h.Type == wire.MsgConnectionRequest {
+		return s.connect(ctx, body)
+	}
+	switch h.Type {
+	case wire.MsgPrepareRequest, wire.MsgFetchRequest, wire.MsgAppendRequest, wire.MsgDisconnect,
+		wire.MsgCancelRequest, wire.MsgHeartbeatRequest, wire.MsgAcknowledgement, wire.MsgProgressRequest:
+	default:
+		return errorResponse("Unsupported message type for server")
+	}
+	sess := s.session(h.ConnectionID)
+	if sess == nil {
+		return errorResponse("Invalid connection id")
+	}
+	now := time.Now()
+	if sess.expired(now) {
+		s.removeSession(sess)
+		return errorResponse("Connection heartbeat lease expired")
+	}
+	sess.touch(now)
+	msg, err := wire.DecodeBody(sess.gen, h.Type, body, s.lim)
+	if err != nil {
+		return errorResponse(fmt.Sprintf("malformed %v message: %v", h.Type, err))
+	}
+	switch m := msg.(type) {
+	case *wire.PrepareRequest:
+		return s.prepare(ctx, sess, m)
+	case *wire.FetchRequest:
+		return s.fetch(sess, m)
+	case *wire.AppendRequest:
+		return s.append(ctx, sess, m)
+	case *wire.DisconnectMessage:
+		s.removeSession(sess)
+		return success(sess.gen)
+	case *wire.CancelRequest:
+		return s.cancel(sess, m)
+	case *wire.HeartbeatRequest, *wire.Acknowledgement:
+		return success(sess.gen)
+	case *wire.ProgressRequest:
+		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgProgressResponse},
+			body: &wire.ProgressResponse{Progress: -1}}
+	}
+	return errorResponse(fmt.Sprintf("Unimplemented message type %v", h.Type))
+}
+
+func (s *Server) session(id string) *Session {
+	if id == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+func (s *Server) removeSession(sess *Session) {
+	s.mu.Lock()
+	if s.sessions[sess.id] == sess {
+		delete(s.sessions, sess.id)
+	}
+	s.mu.Unlock()
+	sess.close()
+}
+
+// maxLeaseSeconds is the largest heartbeat lease DuckDB accepts:
+// ⌊(2^63−1)/1000⌋ seconds.
+const maxLeaseSeconds = (1<<63 - 1) / 1000
+
+func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
+	msg, err := wire.DecodeBody(wire.Q3, wire.MsgConnectionRequest, body, s.lim)
+	if err != nil {
+		return errorResponse(fmt.Sprintf("malformed CONNECTION_REQUEST: %v", err))
+	}
+	req := msg.(*wire.ConnectionRequest)
+	var gen wire.Generation
+	switch {
+	case req.MinVersion <= 3 && 3 <= req.MaxVersion:
+		gen = wire.Q3
+		if req.HeartbeatTimeoutSeconds < 1 || req.HeartbeatTimeoutSeconds > maxLeaseSeconds {
+			return errorResponse(fmt.Sprintf("heartbeat_timeout out of range - must be between 1 and %d seconds", uint64(maxLeaseSeconds)))
+		}
+	case req.MinVersion <= 1:
+		gen = wire.Q1
+	default:
+		return errorResponse("Unsupported Quack version - server only supports versions 1 and 3 of quack")
+	}
+	id := newSessionID()
+	if err := s.cfg.Authenticator.Authenticate(ctx, id, req.AuthString); err != nil {
+		s.log.Info("authentication failed", "client_version", req.ClientDuckDBVersion, "client_platform", req.ClientPlatform)
+		return errorResponse(ErrAuthentication.Error())
+	}
+	conn, err := s.cfg.DB.Connect()
+	if err != nil {
+		return errorResponse(fmt.Sprintf("open session: %v", err))
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	sess := &Session{id: id, gen: gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now()}
+	resp := &wire.ConnectionResponse{
+		ServerDuckDBVersion: s.cfg.DB.Version(),
+		ServerPlatform:      s.cfg.DB.Platform(),
+		QuackVersion:        uint64(gen),
+	}
+	if gen == wire.Q3 {
+		sess.lease = time.Duration(req.HeartbeatTimeoutSeconds) * time.Second
+		resp.HeartbeatTimeoutSeconds = req.HeartbeatTimeoutSeconds
+	} else {
+		sess.lease = s.cfg.IdleTimeout
+	}
+	s.mu.Lock()
+	if s.closed || len(s.sessions) >= s.cfg.MaxSessions {
+		s.mu.Unlock()
+		cancel()
+		conn.Close()
+		return errorResponse(fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions))
+	}
+	s.sessions[id] = sess
+	s.mu.Unlock()
+	s.log.Debug("session opened", "session", id, "generation", gen, "client_version", req.ClientDuckDBVersion)
+	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}
+}
+
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+func randomUUID() wire.Hugeint {
+	var b [16]byte
+	rand.Read(b[:])
+	var u wire.Hugeint
+	for i := 0; i < 8; i++ {
+		u.Upper = u.Upper<<8 | int64(b[i])
+		u.Lower = u.Lower<<8 | uint64(b[8+i])
+	}
+	return u
+}
+
+func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRequest) response {
+	sql := req.SQL
+	rewrite, err := s.cfg.Authorizer.Authorize(ctx, sess.id, sql)
+	if err != nil {
+		return errorResponse(ErrAuthorization.Error())
+	}
+	if rewrite != "" {
+		sql = rewrite
+	}
+	inlineAll := false
+	if c, ok := s.catalogQuery(sql); ok {
+		sql, inlineAll = c, sess.gen != wire.Q3
+	}
+
+	sess.exec.Lock()
+	defer sess.exec.Unlock()
+	sess.replaceResult(nil)
+	rows, err := s.cfg.Executor.Query(sess.ctx, sess, sql)
+	if err != nil {
+		return errorResponse(errorMessage(err))
+	}
+	if len(rows.Names()) == 0 {
+		rows.Close()
+		return errorResponse("Query did not return any columns")
+	}
+	uuid := req.QueryUUID
+	if sess.gen == wire.Q1 {
+		uuid = randomUUID()
+	}
+	res := startResult(rows, uuid, sess.gen)
+	sess.replaceResult(res)
+
+	resp := &wire.PrepareResponse{Types: res.types, Names: res.names, UUID: uuid}
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	want := uint64(0)
+	if sess.gen == wire.Q3 {
+		want = defaultInlineRows
+		if req.InlineRows.Valid {
+			want = req.InlineRows.Value
+		}
+	}
+	var rowsInline uint64
+	for {
+		if sess.gen == wire.Q3 && rowsInline >= want {
+			break
+		}
+		b, ok := res.take()
+		if !ok {
+			break
+		}
+		if b.err != nil {
+			sess.replaceResult(nil)
+			return errorResponse(errorMessage(b.err))
+		}
+		res.inline++
+		resp.Encoded = append(resp.Encoded, b.chunks...)
+		rowsInline += uint64(b.rows)
+		if sess.gen != wire.Q3 && !inlineAll {
+			break
+		}
+	}
+	resp.NeedsMoreFetch = !res.ended
+	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgPrepareResponse}, body: resp}
+}
+
+func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
+	res := sess.currentResult()
+	if res == nil || res.uuid != req.UUID {
+		return errorResponse(ErrResultClosed.Error())
+	}
+	if sess.gen == wire.Q3 {
+		return s.fetchQ3(sess, res, req)
+	}
+	res.mu.Lock()
+	b, ok := res.take()
+	if ok && len(b.chunks) > 0 {
+		res.fetched++
+	}
+	index, err := res.fetched, res.err
+	res.mu.Unlock()
+	if ok && b.err != nil || !ok && err != nil {
+		return errorResponse(errorMessage(err))
+	}
+	body := &wire.FetchResponse{}
+	if ok && len(b.chunks) > 0 {
+		body.Encoded = b.chunks
+		body.BatchIndex = wire.Idx(index)
+	}
+	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse}, body: body}
+}
+
+// fetchQ3 serves client-numbered batches: the k-th FETCH batch after those
+// sent inline, resent identically on a retry, released once acknowledged.
+func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) response {
+	k := req.BatchIndex
+	if k == 0 {
+		return errorResponse("FETCH_REQUEST is missing its batch index")
+	}
+	res.mu.Lock()
+	for i := range res.pending {
+		if i <= req.AckIndex && i != k {
+			delete(res.pending, i)
+		}
+	}
+	b, ok := res.pending[k]
+	for !ok && !res.ended {
+		nb, more := res.take()
+		if !more || nb.err != nil {
+			break
+		}
+		if len(nb.chunks) == 0 {
+			continue
+		}
+		res.fetched++
+		res.pending[res.fetched] = nb
+		b, ok = res.pending[k]
+	}
+	total, err := res.fetched, res.err
+	res.mu.Unlock()
+	switch {
+	case ok:
+		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse},
+			body: &wire.FetchResponse{Encoded: b.chunks, BatchIndex: wire.Idx(k)}}
+	case err != nil:
+		return errorResponse(errorMessage(err))
+	default:
+		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse},
+			body: &wire.FetchResponse{TotalBatches: wire.Idx(total)}}
+	}
+}
+
+func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequest) response {
+	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", quoteIdent(req.Schema), quoteIdent(req.Table))
+	if _, err := s.cfg.Authorizer.Authorize(ctx, sess.id, synth); err != nil {
+		return errorResponse(ErrAuthorization.Error())
+	}
+	if req.Chunk == nil || req.Chunk.Rows == 0 {
+		return success(sess.gen)
+	}
+	sess.exec.Lock()
+	defer sess.exec.Unlock()
+	sess.replaceResult(nil)
+	if err := s.cfg.Executor.Append(sess.ctx, sess, req.Schema, req.Table, req.Chunk); err != nil {
+		return errorResponse(errorMessage(err))
+	}
+	return success(sess.gen)
+}
+
+func (s *Server) cancel(sess *Session, req *wire.CancelRequest) response {
+	res := sess.currentResult()
+	if res != nil && req.UUID != (wire.Hugeint{}) && req.UUID != res.uuid {
+		return errorResponse(fmt.Sprintf("Attempted to cancel a different query with id '%s' instead of '%s'",
+			hugeintText(req.UUID), hugeintText(res.uuid)))
+	}
+	if res != nil {
+		sess.conn.Interrupt()
+		res.close()
+		res.mu.Lock()
+		res.err = ErrInterrupted
+		res.ended = true
+		res.mu.Unlock()
+	}
+	return success(sess.gen)
+}
+
+func hugeintText(h wire.Hugeint) string {
+	return fmt.Sprintf("%016x%016x", uint64(h.Upper), h.Lower)
+}
+
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}

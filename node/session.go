@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// Session is one Quack connection: a DuckDB connection of its own (so SET,
+// temporary tables and transactions are per session), the generation the
+// client speaks, and at most one active result.
+type Session struct {
+	id   string
+	gen  wire.Generation
+	conn *engine.Conn
+
+	// ctx lives as long as the session; statements run under it because
+	// their results outlive the request that started them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// exec serialises statements and appends on the connection.
+	exec sync.Mutex
+
+	mu       sync.Mutex
+	result   *result
+	lastUsed time.Time
+	lease    time.Duration
+	values   map[any]any
+}
+
+// ID returns the session id the client puts in every message header.
+func (s *Session) ID() string { return s.id }
+
+// Generation returns the Quack generation the client negotiated.
+func (s *Session) Generation() wire.Generation { return s.gen }
+
+// Conn returns the session's own DuckDB connection.
+func (s *Session) Conn() *engine.Conn { return s.conn }
+
+// Value returns what SetValue stored under key; an Executor keeps its
+// per-session state (for example the index of the last write) here.
+func (s *Session) Value(key any) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.values[key]
+}
+
+// SetValue stores v under key for the life of the session.
+func (s *Session) SetValue(key, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.values == nil {
+		s.values = make(map[any]any)
+	}
+	s.values[key] = v
+}
+
+func (s *Session) touch(now time.Time) {
+	s.mu.Lock()
+	s.lastUsed = now
+	s.mu.Unlock()
+}
+
+func (s *Session) expired(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease > 0 && now.Sub(s.lastUsed) > s.lease
+}
+
+func (s *Session) currentResult() *result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.result
+}
+
+// replaceResult makes r the active result and stops the previous one,
+// interrupting its query if it is still running. Callers hold s.exec.
+func (s *Session) replaceResult(r *result) {
+	s.mu.Lock()
+	old := s.result
+	s.result = r
+	s.mu.Unlock()
+	if old != nil {
+		if !old.finished() {
+			s.conn.Interrupt()
+		}
+		old.close()
+	}
+}
+
+// close ends the session: its query is interrupted and its connection
+// closed, which rolls back an open transaction.
+func (s *Session) close() {
+	s.cancel()
+	s.conn.Interrupt()
+	s.exec.Lock()
+	defer s.exec.Unlock()
+	s.replaceResult(nil)
+	s.conn.Close()
+}
