@@ -108,6 +108,9 @@ func (c *Conn) append(q *query, schema, table string, chunk *wire.DataChunk) err
 
 	dc := bindings.CreateDataChunk(types)
 	defer bindings.DestroyDataChunk(&dc)
+	if dc.Ptr == nil || int(bindings.DataChunkGetColumnCount(dc)) != ncols {
+		return errors.New("DuckDB cannot create a data chunk of these types")
+	}
 	batch := int(bindings.VectorSize())
 	for start := 0; start < chunk.Rows; start += batch {
 		if c.interrupted(q) {
@@ -162,7 +165,10 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 		if len(src.Data) < (from+n)*width {
 			return fmt.Errorf("%d data bytes for %d rows of %d bytes", len(src.Data), src.Count, width)
 		}
-		out := unsafe.Slice((*byte)(bindings.VectorGetData(dst)), (at+n)*width)
+		out, err := vectorData(dst, (at+n)*width)
+		if err != nil {
+			return err
+		}
 		copy(out[at*width:], src.Data[from*width:(from+n)*width])
 		return nil
 	case layoutString:
@@ -192,6 +198,15 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 	return fmt.Errorf("unsupported type %s", typeName(src.Type))
 }
 
+// vectorData returns the first size bytes of dst's data.
+func vectorData(dst bindings.Vector, size int) ([]byte, error) {
+	p := bindings.VectorGetData(dst)
+	if p == nil {
+		return nil, errors.New("DuckDB vector has no data buffer")
+	}
+	return unsafe.Slice((*byte)(p), size), nil
+}
+
 // copyValidity sets the validity bits of dst directly: DuckDB's mask is an
 // array of uint64 words with bit i set when row i is valid.
 func copyValidity(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
@@ -209,7 +224,11 @@ func copyValidity(dst bindings.Vector, src *wire.Vector, from, n, at int) error 
 		return fmt.Errorf("validity of %d bytes for %d rows", len(src.Validity), src.Count)
 	}
 	bindings.VectorEnsureValidityWritable(dst)
-	mask := unsafe.Slice((*uint64)(bindings.VectorGetValidity(dst)), (at+n+63)/64)
+	p := bindings.VectorGetValidity(dst)
+	if p == nil {
+		return errors.New("DuckDB vector has no validity mask")
+	}
+	mask := unsafe.Slice((*uint64)(p), (at+n+63)/64)
 	for i := range n {
 		bit := uint64(1) << (uint(at+i) & 63)
 		if src.IsValid(from + i) {
@@ -229,7 +248,10 @@ func copyStrings(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 		return fmt.Errorf("%d string offsets for %d rows", len(src.Offsets), src.Count)
 	}
 	checkUTF8 := src.Type.ID == wire.TypeVarchar || src.Type.ID == wire.TypeChar
-	out := unsafe.Slice((*byte)(bindings.VectorGetData(dst)), (at+n)*stringSize)
+	out, err := vectorData(dst, (at+n)*stringSize)
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		if !src.IsValid(from + i) {
 			continue
@@ -296,7 +318,11 @@ func copyList(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 		return fmt.Errorf("cannot reserve %d list elements", base+total)
 	}
 	childDst := bindings.ListVectorGetChild(dst)
-	entries := unsafe.Slice((*wire.ListEntry)(bindings.VectorGetData(dst)), at+n)
+	raw, err := vectorData(dst, (at+n)*16)
+	if err != nil {
+		return err
+	}
+	entries := unsafe.Slice((*wire.ListEntry)(unsafe.Pointer(unsafe.SliceData(raw))), at+n)
 	pos := base
 	// Runs of rows whose elements are adjacent in src are copied at once.
 	runStart, runLen := uint64(0), uint64(0)
