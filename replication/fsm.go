@@ -1,0 +1,521 @@
+package replication
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// metaSchema holds the FSM's own tables: the applied index and the
+// idempotency keys. Snapshots carry it; clients should not write to it.
+const metaSchema = "_duckraft"
+
+var metaDDL = []string{
+	`CREATE SCHEMA IF NOT EXISTS ` + metaSchema,
+	`CREATE TABLE IF NOT EXISTS ` + metaSchema + `.applied(id INTEGER PRIMARY KEY, idx UBIGINT NOT NULL)`,
+	`INSERT INTO ` + metaSchema + `.applied VALUES (1, 0) ON CONFLICT DO NOTHING`,
+	`CREATE TABLE IF NOT EXISTS ` + metaSchema + `.keys(key VARCHAR NOT NULL, idx UBIGINT NOT NULL, ts BIGINT NOT NULL,
+		changed BIGINT NOT NULL, err_type VARCHAR, err_msg VARCHAR, result BLOB)`,
+	`CREATE INDEX IF NOT EXISTS keys_key ON ` + metaSchema + `.keys(key)`,
+}
+
+// applyRetries bounds how often a batch that failed for a node-local reason
+// (I/O, out of memory) is retried before the FSM halts.
+const applyRetries = 3
+
+// fsm applies committed wal batches to DuckDB, exactly once: each ApplyBatch
+// is one DuckDB transaction that also stores the last applied index, and
+// entries at or below the stored index are skipped.
+type fsm struct {
+	db        *engine.DB
+	conn      *engine.Conn // used only on raft's FSM goroutine
+	log       *slog.Logger
+	keyWindow uint64
+
+	applied atomic.Uint64
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when applied moves or the FSM halts
+	halted  error
+}
+
+func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
+	conn, err := db.Connect()
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, changed: make(chan struct{})}
+	if err := f.init(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// init creates the metadata tables if needed and loads the applied index.
+func (f *fsm) init() error {
+	ctx := context.Background()
+	if err := f.inTxn(func() error {
+		for _, ddl := range metaDDL {
+			if _, err := f.conn.Exec(ctx, ddl); err != nil {
+				return fmt.Errorf("create metadata: %w", err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	idx, err := readApplied(f.conn)
+	if err != nil {
+		return err
+	}
+	f.applied.Store(idx)
+	return nil
+}
+
+// inTxn runs fn in a DuckDB transaction on the apply connection.
+func (f *fsm) inTxn(fn func() error) error {
+	ctx := context.Background()
+	if _, err := f.conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(); err != nil {
+		f.rollback()
+		return err
+	}
+	if _, err := f.conn.Exec(ctx, "COMMIT"); err != nil {
+		f.rollback()
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (f *fsm) rollback() {
+	if !f.conn.InTransaction() {
+		return
+	}
+	if _, err := f.conn.Exec(context.Background(), "ROLLBACK"); err != nil {
+		f.log.Error("rollback failed", "err", err)
+	}
+}
+
+// readApplied reads the applied index in conn's current transaction.
+func readApplied(conn *engine.Conn) (uint64, error) {
+	row, err := queryRow(conn, "SELECT idx FROM "+metaSchema+".applied WHERE id = 1")
+	if err != nil {
+		return 0, fmt.Errorf("read applied index: %w", err)
+	}
+	if row == nil {
+		return 0, errors.New("read applied index: no row")
+	}
+	return row[0].(uint64), nil
+}
+
+// queryRow returns the first row of sql, or nil if there is none.
+func queryRow(conn *engine.Conn, sql string) ([]any, error) {
+	res, err := conn.Query(context.Background(), sql)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	c, err := res.Next()
+	if err != nil || c == nil {
+		return nil, err
+	}
+	row := make([]any, len(c.Columns))
+	for i, v := range c.Columns {
+		if row[i], err = v.Value(0); err != nil {
+			return nil, err
+		}
+	}
+	return row, nil
+}
+
+// Applied returns the last log index whose effects are committed in DuckDB.
+func (f *fsm) Applied() uint64 { return f.applied.Load() }
+
+func (f *fsm) setApplied(idx uint64) {
+	f.applied.Store(idx)
+	f.mu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// watch returns a channel closed at the next change of the applied index,
+// and the halt error if the FSM stopped.
+func (f *fsm) watch() (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed, f.halted
+}
+
+// halt stops the FSM for good: applying later entries on top of a batch that
+// could not be applied would diverge from the other nodes. A restart replays
+// from the last committed batch.
+func (f *fsm) halt(err error) {
+	f.log.Error("FSM halted; restart the node to replay the log", "err", err)
+	f.mu.Lock()
+	f.halted = err
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *fsm) haltErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.halted
+}
+
+// entryResult is the ApplyFuture response of a LogCommand entry: one result
+// per command of its batch.
+type entryResult struct {
+	results []cmdResult
+}
+
+type cmdResult struct {
+	res *ExecResult
+	err error
+}
+
+// pending is one command of a batch being applied.
+type pending struct {
+	index uint64
+	cmd   wal.Command
+	out   *cmdResult
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM. Entries at or below the applied
+// index are skipped; the rest are applied in one DuckDB transaction together
+// with the new applied index.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	resps := make([]any, len(logs))
+	if err := f.haltErr(); err != nil {
+		for i := range resps {
+			resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
+		}
+		return resps
+	}
+	applied := f.applied.Load()
+	last := applied
+	var work []pending
+	for i, l := range logs {
+		if l.Index <= applied {
+			resps[i] = fmt.Errorf("entry %d: %w", l.Index, errAlreadyApplied)
+			continue
+		}
+		last = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		b, err := wal.Decode(l.Data)
+		if err != nil {
+			resps[i] = fmt.Errorf("apply entry %d: %w", l.Index, err)
+			continue
+		}
+		out := &entryResult{results: make([]cmdResult, len(b.Commands))}
+		resps[i] = out
+		for j, c := range b.Commands {
+			work = append(work, pending{index: l.Index, cmd: c, out: &out.results[j]})
+		}
+	}
+	if last == applied {
+		return resps
+	}
+	if err := f.applyWork(work, applied, last); err != nil {
+		f.halt(err)
+		for i, l := range logs {
+			if l.Index > applied {
+				resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
+			}
+		}
+		return resps
+	}
+	f.setApplied(last)
+	return resps
+}
+
+// errTxnBroken means a statement ended the batch transaction. The guard in
+// checkStatement should make it impossible; if it happens the batch may be
+// partly committed, so the FSM must not retry.
+var errTxnBroken = errors.New("a statement ended the apply transaction")
+
+// applyWork applies work and records last as the applied index, in one
+// transaction. DuckDB has no savepoints, so when a command fails
+// deterministically the transaction is rolled back and the batch re-applied
+// without it; the failure becomes that command's result on every node.
+func (f *fsm) applyWork(work []pending, prev, last uint64) error {
+	failed := make(map[int]error)
+	for attempt := 1; ; {
+		at, err := f.tryApply(work, failed, prev, last)
+		if err == nil {
+			return nil
+		}
+		f.rollback()
+		switch {
+		case at >= 0 && !nodeLocal(err):
+			failed[at] = err
+			continue
+		case errors.Is(err, errTxnBroken) || attempt >= applyRetries:
+			return fmt.Errorf("apply entries %d..%d: %w", prev+1, last, err)
+		}
+		f.log.Warn("apply failed, retrying", "first", prev+1, "last", last, "attempt", attempt, "err", err)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		attempt++
+	}
+}
+
+// tryApply runs one attempt. On a command's failure it returns the
+// command's position in work; on any other failure -1.
+func (f *fsm) tryApply(work []pending, failed map[int]error, prev, last uint64) (int, error) {
+	ctx := context.Background()
+	if _, err := f.conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+		return -1, fmt.Errorf("begin: %w", err)
+	}
+	for k, p := range work {
+		if len(p.cmd.Key) > 0 {
+			first, err := f.lookupKey(p)
+			if err != nil {
+				return -1, err
+			}
+			if first != nil {
+				*p.out = *first
+				continue
+			}
+		}
+		res := &ExecResult{Index: p.index}
+		err, ok := failed[k]
+		if !ok {
+			if err = f.applyEntry(ctx, p.cmd.Entry, res); err != nil {
+				if nodeLocal(err) || !f.conn.InTransaction() {
+					return -1, fmt.Errorf("entry %d: %w", p.index, err)
+				}
+				return k, fmt.Errorf("entry %d: %w", p.index, err)
+			}
+		}
+		if err != nil {
+			*p.out = cmdResult{err: err}
+		} else {
+			*p.out = cmdResult{res: res}
+		}
+		if len(p.cmd.Key) > 0 {
+			if err := f.storeKey(p, res, err); err != nil {
+				return -1, err
+			}
+		}
+	}
+	if _, err := f.conn.Exec(ctx, "UPDATE "+metaSchema+".applied SET idx = ? WHERE id = 1", last); err != nil {
+		return -1, fmt.Errorf("store applied index: %w", err)
+	}
+	if f.keyWindow > 0 && last/pruneEvery > prev/pruneEvery && last > f.keyWindow {
+		// Lookups only see keys inside the window, so when pruning runs
+		// does not affect results.
+		if _, err := f.conn.Exec(ctx, "DELETE FROM "+metaSchema+".keys WHERE idx < ?", last-f.keyWindow); err != nil {
+			return -1, fmt.Errorf("prune keys: %w", err)
+		}
+	}
+	if _, err := f.conn.Exec(ctx, "COMMIT"); err != nil {
+		return -1, fmt.Errorf("commit: %w", err)
+	}
+	return -1, nil
+}
+
+// pruneEvery is how many log indexes pass between prunes of old keys.
+const pruneEvery = 1024
+
+// applyEntry applies one entry, adding its effects to res.
+func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *ExecResult) error {
+	switch e := e.(type) {
+	case wal.Statement:
+		return f.applyStatement(ctx, e, res)
+	case wal.Append:
+		c, err := wire.DecodeDataChunk(wire.NewReader(e.Chunk), wire.Limits{})
+		if err != nil {
+			return fmt.Errorf("append to %s.%s: decode chunk: %w", e.Schema, e.Table, err)
+		}
+		if err := f.conn.Append(e.Schema, e.Table, c); err != nil {
+			return err
+		}
+		res.RowsChanged += int64(c.Rows)
+	case wal.Txn:
+		for i, sub := range e.Entries {
+			if err := f.applyEntry(ctx, sub, res); err != nil {
+				return fmt.Errorf("txn entry %d: %w", i, err)
+			}
+		}
+	case wal.NoOp:
+	}
+	return nil
+}
+
+func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *ExecResult) error {
+	if err := checkStatement(s.SQL); err != nil {
+		return err
+	}
+	if !s.Returning {
+		args := make([]any, len(s.Params))
+		for i, p := range s.Params {
+			args[i] = p.Value()
+		}
+		n, err := f.conn.Exec(ctx, s.SQL, args...)
+		if err != nil {
+			return err
+		}
+		if !f.conn.InTransaction() {
+			return errTxnBroken
+		}
+		res.RowsChanged += n
+		return nil
+	}
+	sql, err := inlineParams(s.SQL, s.Params)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	rows, err := f.conn.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	res.Columns, res.Types, res.Chunks = rows.Names(), rows.Types(), nil
+	var returned int64
+	for {
+		c, err := rows.Next()
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			break
+		}
+		enc, err := wire.AppendDataChunk(nil, c, wire.Q3)
+		if err != nil {
+			return fmt.Errorf("encode returned rows: %w", err)
+		}
+		res.Chunks = append(res.Chunks, enc)
+		returned += int64(c.Rows)
+	}
+	switch rows.StatementType() {
+	case engine.StatementInsert, engine.StatementUpdate, engine.StatementDelete, engine.StatementMergeInto:
+		// DML with RETURNING reports its changes as the rows it returns.
+		res.RowsChanged += max(rows.RowsChanged(), returned)
+	}
+	if !f.conn.InTransaction() {
+		return errTxnBroken
+	}
+	return nil
+}
+
+// lookupKey returns the stored result of p's key if it was applied within
+// the key window before p, or nil.
+func (f *fsm) lookupKey(p pending) (*cmdResult, error) {
+	var minIdx uint64
+	if p.index > f.keyWindow {
+		minIdx = p.index - f.keyWindow
+	}
+	row, err := queryRow(f.conn, fmt.Sprintf(
+		"SELECT idx, changed, err_type, err_msg, result FROM %s.keys WHERE key = '%s' AND idx >= %d LIMIT 1",
+		metaSchema, hex.EncodeToString(p.cmd.Key), minIdx))
+	if err != nil {
+		return nil, fmt.Errorf("look up idempotency key: %w", err)
+	}
+	if row == nil {
+		return nil, nil
+	}
+	if row[3] != nil {
+		typ, _ := row[2].(string)
+		return &cmdResult{err: &engine.Error{Type: typ, Message: row[3].(string)}}, nil
+	}
+	res := &ExecResult{Index: row[0].(uint64), RowsChanged: row[1].(int64), Replayed: true}
+	if blob, ok := row[4].([]byte); ok {
+		if err := decodeReturning(blob, res); err != nil {
+			return nil, err
+		}
+	}
+	return &cmdResult{res: res}, nil
+}
+
+// storeKey records the result of p under its idempotency key.
+func (f *fsm) storeKey(p pending, res *ExecResult, applyErr error) error {
+	var errType, errMsg, blob any
+	if applyErr != nil {
+		errMsg = engine.RawMessage(applyErr)
+		var e *engine.Error
+		if errors.As(applyErr, &e) {
+			errType, errMsg = e.Type, e.Message
+		}
+	} else if len(res.Columns) > 0 {
+		b, err := encodeReturning(res)
+		if err != nil {
+			return err
+		}
+		blob = b
+	}
+	_, err := f.conn.Exec(context.Background(),
+		"INSERT INTO "+metaSchema+".keys VALUES (?, ?, ?, ?, ?, ?, ?)",
+		hex.EncodeToString(p.cmd.Key), p.index, p.cmd.Timestamp, res.RowsChanged, errType, errMsg, blob)
+	if err != nil {
+		return fmt.Errorf("store idempotency key: %w", err)
+	}
+	return nil
+}
+
+// nodeLocalErrors are DuckDB error types that depend on the node, not on
+// the entry: retrying may succeed, and recording them as the entry's result
+// would make nodes diverge.
+var nodeLocalErrors = map[string]bool{
+	"IO": true, "INTERRUPT": true, "FATAL": true, "INTERNAL": true, "Out of Memory": true,
+	"Connection": true, "Network": true, "HTTP": true,
+}
+
+func nodeLocal(err error) bool {
+	var e *engine.Error
+	if errors.As(err, &e) {
+		return nodeLocalErrors[e.Type]
+	}
+	return errors.Is(err, errTxnBroken) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Snapshot implements raft.FSM. It pins a read transaction at the current
+// applied index on a connection of its own and returns at once; Persist
+// streams from that transaction while ApplyBatch goes on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.haltErr(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHalted, err)
+	}
+	return pinSnapshot(f.db, f.log)
+}
+
+// Restore implements raft.FSM: it replaces the whole database with the
+// snapshot's contents in one transaction.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var idx uint64
+	err := f.inTxn(func() error {
+		var err error
+		idx, err = restoreSnapshot(f.conn, rc)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	f.setApplied(idx)
+	f.log.Info("restored snapshot", "applied", idx)
+	return nil
+}
+
+func (f *fsm) close() error { return f.conn.Close() }

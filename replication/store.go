@@ -1,0 +1,632 @@
+// Package replication keeps every node's DuckDB identical: a Store owns a
+// hashicorp/raft node whose log carries wal batches, and an FSM that applies
+// each committed entry to DuckDB exactly once. See DESIGN.md.
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// Errors returned by a Store.
+var (
+	// ErrNotLeader is wrapped by a *NotLeaderError, which names the leader
+	// if one is known.
+	ErrNotLeader = errors.New("replication: not the leader")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("replication: store closed")
+	// ErrHalted means the FSM stopped applying after a node-local failure;
+	// the node must be restarted.
+	ErrHalted = errors.New("replication: FSM halted")
+	// ErrRefused is wrapped by the result of a statement the applier will
+	// not run (transaction control, settings, several statements).
+	ErrRefused = errors.New("replication: statement refused")
+	// ErrUnknownOutcome means leadership was lost while a write was in
+	// flight: it may or may not be applied. Retrying with the same
+	// idempotency key is safe.
+	ErrUnknownOutcome = errors.New("replication: leadership lost, outcome unknown")
+
+	errAlreadyApplied = errors.New("already applied")
+)
+
+// NotLeaderError says that this node is not the leader and who is, so the
+// caller can forward. LeaderID and LeaderAddr are empty when no leader is
+// known.
+type NotLeaderError struct {
+	LeaderID, LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderAddr == "" {
+		return ErrNotLeader.Error() + " (no leader known)"
+	}
+	return fmt.Sprintf("%s (leader %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderAddr)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Config configures a Store. ID, Dir, RaftAddr and DB are required; zero
+// durations and counts take the defaults documented on each field.
+type Config struct {
+	// ID is this node's Raft server ID, stable across restarts.
+	ID string
+	// Dir holds raft.db (log and stable store) and the snapshots.
+	Dir string
+	// RaftAddr is the address the Raft transport listens on.
+	RaftAddr string
+	// AdvertiseAddr is the address other nodes dial; defaults to the bound
+	// RaftAddr.
+	AdvertiseAddr string
+	// Bootstrap makes this node the first voter of a new cluster when it has
+	// no Raft state yet. Other nodes start without it and are added by the
+	// leader's Join.
+	Bootstrap bool
+	// DB is the database the FSM applies to. The Store does not close it.
+	DB *engine.DB
+	// Logger receives Store and raft diagnostics; nil discards them.
+	Logger *slog.Logger
+
+	// HeartbeatTimeout (default 500ms) and ElectionTimeout (default 500ms)
+	// bound how long followers wait before electing a new leader: a new
+	// leader is normally elected within 0.5–1.5 s after the old one dies.
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// LeaderLeaseTimeout (default 250ms) is how long a leader keeps leading
+	// without hearing from a quorum.
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold (default 8192) is the number of log entries since
+	// the last snapshot that triggers a new one; TrailingLogs (default 4096)
+	// entries stay in the log after it so slightly lagging followers catch
+	// up without a snapshot. SnapshotInterval (default 2m) is how often the
+	// threshold is checked.
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+	// ApplyTimeout (default 10s) bounds how long a proposal waits to be
+	// accepted by raft.
+	ApplyTimeout time.Duration
+	// KeyWindow (default 1<<20) is how many log entries an idempotency key
+	// is remembered for.
+	KeyWindow uint64
+	// MaxBatch (default 256) bounds the commands packed into one log entry.
+	MaxBatch int
+}
+
+func (c *Config) setDefaults() {
+	setDefault(&c.HeartbeatTimeout, 500*time.Millisecond)
+	setDefault(&c.ElectionTimeout, 500*time.Millisecond)
+	setDefault(&c.LeaderLeaseTimeout, 250*time.Millisecond)
+	setDefault(&c.SnapshotThreshold, 8192)
+	setDefault(&c.TrailingLogs, 4096)
+	setDefault(&c.SnapshotInterval, 2*time.Minute)
+	setDefault(&c.ApplyTimeout, 10*time.Second)
+	setDefault(&c.KeyWindow, 1<<20)
+	setDefault(&c.MaxBatch, 256)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// maxInflight bounds the log entries proposed but not yet applied; while
+// they are in flight new writes queue up and are packed into one entry.
+const maxInflight = 4
+
+// Store is one node's replicated state: the raft node, its stores and
+// transport, and the FSM.
+type Store struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *fsm
+	logs  *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+
+	proposals chan *proposal
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// Open starts the Store: it opens (or creates) the Raft state in cfg.Dir,
+// starts the transport and raft, and bootstraps if asked to and there is no
+// state yet.
+func Open(cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if cfg.ID == "" || cfg.Dir == "" || cfg.RaftAddr == "" || cfg.DB == nil {
+		return nil, errors.New("replication: Config needs ID, Dir, RaftAddr and DB")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{
+		cfg:       cfg,
+		log:       cfg.Logger.With("node", cfg.ID),
+		proposals: make(chan *proposal, cfg.MaxBatch),
+		closing:   make(chan struct{}),
+	}
+	var cleanup []func() error
+	fail := func(err error) (*Store, error) {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		return nil, fmt.Errorf("open store %s: %w", cfg.ID, err)
+	}
+
+	var err error
+	if s.fsm, err = newFSM(cfg.DB, cfg.KeyWindow, s.log.With("component", "fsm")); err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, s.fsm.close)
+	if s.logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")}); err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, s.logs.Close)
+	hlog := newHCLogger(s.log, "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog.Named("snapshots"))
+	if err != nil {
+		return fail(err)
+	}
+	var advertise net.Addr
+	if cfg.AdvertiseAddr != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
+			return fail(err)
+		}
+	}
+	if s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport")); err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, s.trans.Close)
+
+	restore, err := needRestore(s.fsm.Applied(), snaps, s.logs)
+	if err != nil {
+		return fail(err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.BatchApplyCh = true
+	// The database survives restarts, so restoring the last snapshot at
+	// every start would only redo work; the FSM skips replayed entries it
+	// already has instead. See DESIGN.md.
+	rc.NoSnapshotRestoreOnStart = !restore
+	s.log.Info("opening raft", "applied", s.fsm.Applied(), "restore_snapshot", restore)
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.trans); err != nil {
+		return fail(err)
+	}
+
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(s.logs, s.logs, snaps)
+		if err != nil {
+			s.raft.Shutdown()
+			return fail(err)
+		}
+		if !has {
+			boot := raft.Configuration{Servers: []raft.Server{{
+				Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
+			}}}
+			if err := s.raft.BootstrapCluster(boot).Error(); err != nil {
+				s.raft.Shutdown()
+				return fail(fmt.Errorf("bootstrap: %w", err))
+			}
+		}
+	}
+	s.wg.Add(1)
+	go s.propose()
+	return s, nil
+}
+
+// needRestore reports whether raft must restore the latest snapshot at
+// start. It must when the database lacks entries that the snapshot covers
+// and the log no longer has (or has, but raft would not replay them because
+// they are at or below the snapshot index): the database was lost or is
+// older than the Raft state. Entries raft does not give the FSM (no-ops,
+// barriers) do not count.
+func needRestore(applied uint64, snaps raft.SnapshotStore, logs raft.LogStore) (bool, error) {
+	list, err := snaps.List()
+	if err != nil {
+		return false, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(list) == 0 || list[0].Index <= applied {
+		return false, nil
+	}
+	for i := applied + 1; i <= list[0].Index; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return true, nil
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// proposal is one command waiting to be packed into a log entry.
+type proposal struct {
+	cmd  wal.Command
+	done chan cmdResult
+}
+
+// Execute proposes cmd on the leader, waits until it is applied locally and
+// returns its result. A command that failed deterministically (a constraint
+// violation, say) returns its error, the same on every node. On a follower
+// it returns a *NotLeaderError. If ctx ends first the command may still be
+// applied.
+func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*ExecResult, error) {
+	if s.raft.State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	if cmd.Timestamp == 0 {
+		cmd.Timestamp = time.Now().UnixMicro()
+	}
+	// Encoding errors belong to this command alone, so they are found
+	// before it is packed with others.
+	if _, err := (wal.Batch{Commands: []wal.Command{cmd}}).MarshalBinary(); err != nil {
+		return nil, err
+	}
+	p := &proposal{cmd: cmd, done: make(chan cmdResult, 1)}
+	select {
+	case s.proposals <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-p.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// propose packs queued proposals into log entries (group commit) and
+// hands each entry's outcome back to its proposals.
+func (s *Store) propose() {
+	defer s.wg.Done()
+	inflight := make(chan struct{}, maxInflight)
+	for {
+		var batch []*proposal
+		select {
+		case p := <-s.proposals:
+			batch = append(batch, p)
+		case <-s.closing:
+			s.failQueued()
+			return
+		}
+		select {
+		case inflight <- struct{}{}:
+		case <-s.closing:
+			respond(batch, cmdResult{err: ErrClosed})
+			s.failQueued()
+			return
+		}
+	more:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case p := <-s.proposals:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		b := wal.Batch{Commands: make([]wal.Command, len(batch))}
+		for i, p := range batch {
+			b.Commands[i] = p.cmd
+		}
+		data, err := b.MarshalBinary()
+		if err != nil {
+			<-inflight
+			respond(batch, cmdResult{err: err})
+			continue
+		}
+		f := s.raft.Apply(data, s.cfg.ApplyTimeout)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-inflight }()
+			s.finish(f, batch)
+		}()
+	}
+}
+
+func (s *Store) failQueued() {
+	for {
+		select {
+		case p := <-s.proposals:
+			p.done <- cmdResult{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+func respond(batch []*proposal, r cmdResult) {
+	for _, p := range batch {
+		p.done <- r
+	}
+}
+
+// finish waits for an entry to be applied and fans its results out.
+func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			err = s.notLeader()
+		case errors.Is(err, raft.ErrLeadershipLost):
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, s.notLeader())
+		case errors.Is(err, raft.ErrRaftShutdown):
+			err = ErrClosed
+		default:
+			err = fmt.Errorf("propose: %w", err)
+		}
+		respond(batch, cmdResult{err: err})
+		return
+	}
+	switch r := f.Response().(type) {
+	case *entryResult:
+		for i, p := range batch {
+			p.done <- r.results[i]
+		}
+	case error:
+		respond(batch, cmdResult{err: r})
+	default:
+		respond(batch, cmdResult{err: fmt.Errorf("entry %d: unexpected FSM response %T", f.Index(), r)})
+	}
+}
+
+func (s *Store) notLeader() error {
+	addr, id := s.raft.LeaderWithID()
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+}
+
+// IsLeader reports whether this node is the leader.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderAddr returns the leader's Raft address, or "" if none is known.
+func (s *Store) LeaderAddr() string {
+	addr, _ := s.raft.LeaderWithID()
+	return string(addr)
+}
+
+// LeaderID returns the leader's server ID, or "" if none is known.
+func (s *Store) LeaderID() string {
+	_, id := s.raft.LeaderWithID()
+	return string(id)
+}
+
+// Addr returns the address of this node's Raft transport.
+func (s *Store) Addr() string { return string(s.trans.LocalAddr()) }
+
+// ID returns this node's server ID.
+func (s *Store) ID() string { return s.cfg.ID }
+
+// WaitForLeader waits until a leader is known and returns its ID.
+func (s *Store) WaitForLeader(timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if id := s.LeaderID(); id != "" {
+			return id, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no leader after %v", timeout)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-s.closing:
+			return "", ErrClosed
+		}
+	}
+}
+
+// Join adds a server to the cluster, as a voter or a read replica
+// (non-voter). It must run on the leader. Joining again with the same ID and
+// address is a no-op; a known ID or address with different details is
+// replaced.
+func (s *Store) Join(id, addr string, voter bool) error {
+	if !s.IsLeader() {
+		return s.notLeader()
+	}
+	cf := s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("join %s: %w", id, err)
+	}
+	for _, srv := range cf.Configuration().Servers {
+		if srv.ID != raft.ServerID(id) && srv.Address != raft.ServerAddress(addr) {
+			continue
+		}
+		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && (srv.Suffrage == raft.Voter) == voter {
+			return nil
+		}
+		if err := s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
+			return fmt.Errorf("join %s: remove old %s: %w", id, srv.ID, err)
+		}
+	}
+	var f raft.IndexFuture
+	if voter {
+		f = s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, s.cfg.ApplyTimeout)
+	} else {
+		f = s.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, s.cfg.ApplyTimeout)
+	}
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("join %s at %s: %w", id, addr, err)
+	}
+	s.log.Info("joined", "id", id, "addr", addr, "voter", voter)
+	return nil
+}
+
+// Remove removes a server from the cluster. It must run on the leader.
+func (s *Store) Remove(id string) error {
+	if !s.IsLeader() {
+		return s.notLeader()
+	}
+	if err := s.raft.RemoveServer(raft.ServerID(id), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	return nil
+}
+
+// AppliedIndex returns the last log index whose effects are committed in
+// this node's DuckDB.
+func (s *Store) AppliedIndex() uint64 { return s.fsm.Applied() }
+
+// CommitIndex returns the latest log index this node knows to be committed.
+func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
+
+// WaitForApplied waits until this node has applied index idx: a read after
+// it sees every write up to idx.
+func (s *Store) WaitForApplied(ctx context.Context, idx uint64) error {
+	for {
+		ch, halted := s.fsm.watch()
+		if s.fsm.Applied() >= idx {
+			return nil
+		}
+		if halted != nil {
+			return fmt.Errorf("%w: %w", ErrHalted, halted)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for index %d (applied %d): %w", idx, s.fsm.Applied(), ctx.Err())
+		case <-s.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// ReadIndex makes a strong read safe on the leader: it confirms leadership
+// with a quorum, then waits until everything committed so far is applied
+// locally. It returns the index the read will reflect.
+func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
+	if !s.IsLeader() {
+		return 0, s.notLeader()
+	}
+	if err := s.VerifyLeader(); err != nil {
+		return 0, err
+	}
+	commit := s.raft.CommitIndex()
+	for {
+		ch, halted := s.fsm.watch()
+		if s.appliedThrough(commit) {
+			return commit, nil
+		}
+		if halted != nil {
+			return 0, fmt.Errorf("%w: %w", ErrHalted, halted)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Millisecond):
+			// Entries the FSM never sees (no-ops) do not move the
+			// applied index; re-check the log for them.
+		case <-ctx.Done():
+			return 0, fmt.Errorf("read index %d: %w", commit, ctx.Err())
+		case <-s.closing:
+			return 0, ErrClosed
+		}
+	}
+}
+
+// appliedThrough reports whether every entry up to idx that the FSM applies
+// has been applied: the applied index reached idx, or every entry between
+// the two is one raft does not pass to the FSM.
+func (s *Store) appliedThrough(idx uint64) bool {
+	applied := s.fsm.Applied()
+	if applied >= idx || s.raft.AppliedIndex() < idx {
+		return applied >= idx
+	}
+	for i := applied + 1; i <= idx; i++ {
+		var l raft.Log
+		if err := s.logs.GetLog(i, &l); err != nil {
+			// Compacted into a snapshot, hence applied.
+			continue
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
+}
+
+// VerifyLeader confirms with a quorum that this node is still the leader.
+func (s *Store) VerifyLeader() error {
+	if err := s.raft.VerifyLeader().Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return s.notLeader()
+		}
+		return fmt.Errorf("verify leader: %w", err)
+	}
+	return nil
+}
+
+// Snapshot asks raft to take a snapshot now and compact the log.
+func (s *Store) Snapshot() error {
+	if err := s.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// Stats returns raft's statistics plus the FSM's applied index.
+func (s *Store) Stats() map[string]string {
+	st := s.raft.Stats()
+	st["fsm_applied_index"] = strconv.FormatUint(s.fsm.Applied(), 10)
+	if err := s.fsm.haltErr(); err != nil {
+		st["fsm_halted"] = err.Error()
+	}
+	return st
+}
+
+// Servers returns the current cluster configuration as ID → address.
+func (s *Store) Servers() (map[string]string, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string)
+	for _, srv := range f.Configuration().Servers {
+		out[string(srv.ID)] = string(srv.Address)
+	}
+	return out, nil
+}
+
+// Close stops the Store: queued writes fail with ErrClosed, raft shuts down
+// (in-flight entries are applied or abandoned, never half-applied), and the
+// Raft stores are closed. The DB stays open.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		err := s.raft.Shutdown().Error()
+		s.wg.Wait()
+		s.closeErr = errors.Join(err, s.trans.Close(), s.logs.Close(), s.fsm.close())
+	})
+	return s.closeErr
+}
