@@ -600,9 +600,13 @@ func decodeTypeInfo(r *Reader, t *LogicalType, wireID TypeID, depth int) error {
 				return err
 			}
 		}
+		if err := r.ExpectEnd(); err != nil {
+			return err
+		}
 		if t.Width < 1 || t.Width > 38 || t.Scale > t.Width {
 			return r.errorf(kindOff, ErrMalformed, "DECIMAL(%d,%d) out of range", t.Width, t.Scale)
 		}
+		return nil
 	case infoString:
 		if r.OptionalField(200) {
 			if t.Collation, err = r.ReadString(); err != nil {
@@ -692,9 +696,13 @@ func decodeTypeInfo(r *Reader, t *LogicalType, wireID TypeID, depth int) error {
 				return err
 			}
 		}
+		if err := r.ExpectEnd(); err != nil {
+			return err
+		}
 		if t.ArraySize < 1 || t.ArraySize > maxArraySize {
 			return r.errorf(sizeOff, ErrMalformed, "ARRAY size %d out of range", t.ArraySize)
 		}
+		return nil
 	}
 	return r.ExpectEnd()
 }

@@ -39,10 +39,10 @@ type Decimal struct {
 	Width, Scale uint8
 }
 
-// String renders d as DuckDB does: all Scale fraction digits, a leading
-// "0" before the point when the magnitude is below one.
+// String renders d as DuckDB does: all Scale fraction digits, and a "0"
+// before the point of a value below one unless Width equals Scale.
 func (d Decimal) String() string {
-	return string(appendDecimal(nil, d.Value, d.Scale))
+	return string(appendDecimal(nil, d))
 }
 
 // Float64 returns the nearest float64 to d.

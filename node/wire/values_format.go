@@ -85,7 +85,7 @@ func appendScalarText(dst []byte, t LogicalType, v any) ([]byte, error) {
 	case float64:
 		return appendFloatText(dst, x, 64), nil
 	case Decimal:
-		return appendDecimal(dst, x.Value, x.Scale), nil
+		return appendDecimal(dst, x), nil
 	case string:
 		return append(dst, x...), nil
 	case []byte:
@@ -339,9 +339,11 @@ func appendFloatText(dst []byte, f float64, bits int) []byte {
 	}
 }
 
-// appendDecimal renders unscaled × 10^-scale with exactly scale fraction
-// digits.
-func appendDecimal(dst []byte, unscaled *big.Int, scale uint8) []byte {
+// appendDecimal renders d with exactly Scale fraction digits. Like DuckDB
+// it puts a "0" before the point of a value below one only when the type
+// has integer digits (Width > Scale): DECIMAL(5,5) prints ".00001".
+func appendDecimal(dst []byte, d Decimal) []byte {
+	unscaled := d.Value
 	if unscaled == nil {
 		unscaled = new(big.Int)
 	}
@@ -349,14 +351,14 @@ func appendDecimal(dst []byte, unscaled *big.Int, scale uint8) []byte {
 	if unscaled.Sign() < 0 {
 		dst = append(dst, '-')
 	}
-	if scale == 0 {
+	if d.Scale == 0 {
 		return append(dst, digits...)
 	}
-	s := int(scale)
-	if len(digits) <= s {
-		dst = append(dst, '0')
-	} else {
+	s := int(d.Scale)
+	if len(digits) > s {
 		dst = append(dst, digits[:len(digits)-s]...)
+	} else if d.Width > d.Scale {
+		dst = append(dst, '0')
 	}
 	dst = append(dst, '.')
 	for range s - len(digits) {
