@@ -346,7 +346,7 @@ func (v *Vector) stringRow(i int) ([]byte, error) {
 // and '1' characters.
 func decodeBit(b []byte) (Bit, error) {
 	if len(b) < 2 || b[0] > 7 {
-		return "", fmt.Errorf("BIT value of %d bytes with padding %v is malformed", len(b), b[:min(len(b), 1)])
+		return "", fmt.Errorf("BIT value % x is malformed", b)
 	}
 	n := (len(b)-1)*8 - int(b[0])
 	out := make([]byte, n)

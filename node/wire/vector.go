@@ -263,8 +263,9 @@ func (e *vectorEncoder) structChildren(t *LogicalType, v *Vector, count, depth i
 	return nil
 }
 
-// list writes a LIST or MAP vector. Entries of NULL rows are written as
-// given (DuckDB's are 0/0); entries of valid rows must lie in the child.
+// list writes a LIST or MAP vector. Entries of NULL rows are written as 0/0,
+// as DuckDB's serializer does whatever its memory holds; entries of valid
+// rows must lie in the child.
 func (e *vectorEncoder) list(t *LogicalType, v *Vector, count int, hasNull bool, depth int) error {
 	if len(v.Entries) != count || len(v.Children) != 1 {
 		return errorf(ErrInvalid, "%s vector with %d entries and %d children for %d rows",
@@ -283,7 +284,10 @@ func (e *vectorEncoder) list(t *LogicalType, v *Vector, count int, hasNull bool,
 	e.buf = appendUvarint(e.buf, v.ListSize)
 	e.buf = appendField(e.buf, 105)
 	e.buf = appendUvarint(e.buf, uint64(count))
-	for _, le := range v.Entries {
+	for i, le := range v.Entries {
+		if hasNull && !v.IsValid(i) {
+			le = ListEntry{}
+		}
 		e.buf = append(e.buf, 0x64, 0x00)
 		e.buf = appendUvarint(e.buf, le.Offset)
 		e.buf = append(e.buf, 0x65, 0x00)
@@ -616,7 +620,7 @@ func (d *decoder) list(v *Vector, depth int) error {
 		return err
 	}
 	off = r.off
-	n, err := r.ReadCount(10) // 64 00 xx 65 00 xx FF FF
+	n, err := r.ReadCount(8) // 64 00 xx 65 00 xx FF FF
 	if err != nil {
 		return err
 	}
