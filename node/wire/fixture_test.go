@@ -180,7 +180,9 @@ func TestSelect42Content(t *testing.T) {
 	}
 }
 
-func le32(b []byte) int32 { return int32(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24) }
+func le32(b []byte) int32 {
+	return int32(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+}
 
 func le64(b []byte) int64 {
 	var v uint64
