@@ -539,7 +539,19 @@ func appendUUID(dst []byte, u UUID) []byte {
 	return append(dst, buf[:]...)
 }
 
-// pow10Big returns 10^n.
+// pow10Big returns 10^n; callers must not modify the result.
 func pow10Big(n uint8) *big.Int {
+	if int(n) < len(pow10Table) {
+		return pow10Table[n]
+	}
 	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
 }
+
+// pow10Table caches the powers of ten up to DECIMAL's maximum width.
+var pow10Table = func() (t [39]*big.Int) {
+	t[0] = big.NewInt(1)
+	for k := 1; k < len(t); k++ {
+		t[k] = new(big.Int).Mul(t[k-1], big.NewInt(10))
+	}
+	return t
+}()
