@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
+	"slices"
 	"unsafe"
 
 	bindings "github.com/duckdb/duckdb-go-bindings"
@@ -83,32 +83,41 @@ func (r *reader) read(v bindings.Vector, count int) *wire.Vector {
 	return out
 }
 
-// readStrings copies count duckdb_string_t values into Offsets and Bytes.
-// NULL rows become empty strings: their string_t may be uninitialised.
+// readStrings copies count duckdb_string_t values into Offsets and Bytes in
+// two passes, sizing Bytes once. NULL rows become empty strings: their
+// string_t may be uninitialised.
 func (r *reader) readStrings(data unsafe.Pointer, count int) {
 	out := &r.vec
-	offsets := out.Offsets[:0]
-	buf := out.Bytes[:0]
-	offsets = append(offsets, 0)
-	if data != nil && count > 0 {
-		raw := unsafe.Slice((*byte)(data), count*stringSize)
-		for i := range count {
-			if out.IsValid(i) {
-				s := raw[i*stringSize : (i+1)*stringSize]
-				n := int(binary.LittleEndian.Uint32(s))
-				if n <= stringInline {
-					buf = append(buf, s[4:4+n]...)
-				} else {
-					p := *(*unsafe.Pointer)(unsafe.Pointer(&s[8]))
-					buf = append(buf, unsafe.Slice((*byte)(p), n)...)
-				}
-			}
-			offsets = append(offsets, uint32(len(buf)))
-		}
-	} else {
-		for range count {
-			offsets = append(offsets, 0)
+	offsets := slices.Grow(out.Offsets[:0], count+1)[:count+1]
+	if data == nil || count == 0 {
+		clear(offsets)
+		out.Offsets, out.Bytes = offsets, out.Bytes[:0]
+		return
+	}
+	raw := unsafe.Slice((*[stringSize]byte)(data), count)
+	valid := func(i int) bool { return out.Validity == nil || out.IsValid(i) }
+	total := 0
+	for i := range raw {
+		if valid(i) {
+			total += int(*(*uint32)(unsafe.Pointer(&raw[i])))
 		}
 	}
+	buf := slices.Grow(out.Bytes[:0], total)[:total]
+	pos := 0
+	for i := range raw {
+		offsets[i] = uint32(pos)
+		if !valid(i) {
+			continue
+		}
+		s := &raw[i]
+		n := int(*(*uint32)(unsafe.Pointer(s)))
+		if n <= stringInline {
+			copy(buf[pos:pos+n], s[4:4+n])
+		} else {
+			copy(buf[pos:pos+n], unsafe.Slice(*(**byte)(unsafe.Pointer(&s[8])), n))
+		}
+		pos += n
+	}
+	offsets[count] = uint32(pos)
 	out.Offsets, out.Bytes = offsets, buf
 }
