@@ -306,11 +306,11 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, prev, last uint64) 
 				if nodeLocal(err) || !f.conn.InTransaction() {
 					return -1, fmt.Errorf("entry %d: %w", p.index, err)
 				}
-				return k, fmt.Errorf("entry %d: %w", p.index, err)
+				return k, err
 			}
 		}
 		if err != nil {
-			*p.out = cmdResult{err: err}
+			*p.out = cmdResult{err: fmt.Errorf("entry %d: %w", p.index, err)}
 		} else {
 			*p.out = cmdResult{res: res}
 		}
@@ -438,7 +438,7 @@ func (f *fsm) lookupKey(p pending) (*cmdResult, error) {
 	}
 	if row[3] != nil {
 		typ, _ := row[2].(string)
-		return &cmdResult{err: &engine.Error{Type: typ, Message: row[3].(string)}}, nil
+		return &cmdResult{err: fmt.Errorf("entry %d: %w", row[0], &engine.Error{Type: typ, Message: row[3].(string)})}, nil
 	}
 	res := &ExecResult{Index: row[0].(uint64), RowsChanged: row[1].(int64), Replayed: true}
 	if blob, ok := row[4].([]byte); ok {
@@ -453,10 +453,12 @@ func (f *fsm) lookupKey(p pending) (*cmdResult, error) {
 func (f *fsm) storeKey(p pending, res *ExecResult, applyErr error) error {
 	var errType, errMsg, blob any
 	if applyErr != nil {
-		errMsg = engine.RawMessage(applyErr)
+		// The whole message is kept, so a replay reads exactly like the
+		// first failure.
+		errType, errMsg = "", applyErr.Error()
 		var e *engine.Error
 		if errors.As(applyErr, &e) {
-			errType, errMsg = e.Type, e.Message
+			errType = e.Type
 		}
 	} else if len(res.Columns) > 0 {
 		b, err := encodeReturning(res)

@@ -98,13 +98,13 @@ func (s *fsmSnapshot) Release() { s.conn.Close() }
 var (
 	current       = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
 	schemaQueries = []string{
-		`SELECT 'main', 'CREATE SCHEMA ' || quote_ident(schema_name) FROM duckdb_schemas()
+		`SELECT 'main', 'CREATE SCHEMA ' || ` + qi("schema_name") + ` FROM duckdb_schemas()
 			WHERE NOT internal AND` + current + ` ORDER BY oid`,
-		`SELECT schema_name, 'CREATE TYPE ' || quote_ident(type_name) || ' AS ENUM (' ||
+		`SELECT schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
 			list_aggregate(list_transform(labels, l -> '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
 			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + ` ORDER BY type_oid`,
 		`SELECT schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + ` ORDER BY sequence_oid`,
-		`SELECT schema_name, 'CREATE MACRO ' || quote_ident(function_name) || '(' || array_to_string(parameters, ', ') || ') AS ' ||
+		`SELECT schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
 			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + ` ORDER BY function_oid`,
 		`SELECT schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`,
@@ -112,7 +112,7 @@ var (
 	tablesQuery = `SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`
 	lateQueries = []string{
 		`SELECT schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + ` ORDER BY view_oid`,
-		`SELECT schema_name, sql FROM duckdb_indexes() WHERE NOT temporary AND sql IS NOT NULL AND` + current + ` ORDER BY index_oid`,
+		`SELECT schema_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL AND` + current + ` ORDER BY index_oid`,
 	}
 )
 
@@ -216,6 +216,9 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 	}
 }
 
+// qi is the SQL expression that quotes the identifier in column col.
+func qi(col string) string { return `('"' || replace(` + col + `, '"', '""') || '"')` }
+
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 type frameWriter struct {
@@ -288,18 +291,18 @@ func noEOF(err error) error {
 // user-visible object of the current database and the rows of the metadata
 // tables.
 var dropQueries = []string{
-	`SELECT 'DROP VIEW IF EXISTS ' || quote_ident(schema_name) || '.' || quote_ident(view_name) || ' CASCADE'
+	`SELECT 'DROP VIEW IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("view_name") + ` || ' CASCADE'
 		FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + ` ORDER BY view_oid DESC`,
-	`SELECT 'DROP TABLE IF EXISTS ' || quote_ident(schema_name) || '.' || quote_ident(table_name) || ' CASCADE'
+	`SELECT 'DROP TABLE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("table_name") + ` || ' CASCADE'
 		FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid DESC`,
 	`SELECT 'DROP MACRO ' || CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END ||
-		'IF EXISTS ' || quote_ident(schema_name) || '.' || quote_ident(function_name) || ' CASCADE'
+		'IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("function_name") + ` || ' CASCADE'
 		FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current,
-	`SELECT 'DROP SEQUENCE IF EXISTS ' || quote_ident(schema_name) || '.' || quote_ident(sequence_name) || ' CASCADE'
+	`SELECT 'DROP SEQUENCE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("sequence_name") + ` || ' CASCADE'
 		FROM duckdb_sequences() WHERE NOT temporary AND` + current,
-	`SELECT 'DROP TYPE IF EXISTS ' || quote_ident(schema_name) || '.' || quote_ident(type_name) || ' CASCADE'
+	`SELECT 'DROP TYPE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("type_name") + ` || ' CASCADE'
 		FROM duckdb_types() WHERE NOT internal AND` + current,
-	`SELECT 'DROP SCHEMA IF EXISTS ' || quote_ident(schema_name) || ' CASCADE'
+	`SELECT 'DROP SCHEMA IF EXISTS ' || ` + qi("schema_name") + ` || ' CASCADE'
 		FROM duckdb_schemas() WHERE NOT internal AND` + current,
 	`SELECT 'DELETE FROM ` + metaSchema + `.keys'`,
 }

@@ -38,3 +38,117 @@ func TestSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	leader := waitLeader(t, nodes)
+	mustExec(t, leader.store, stmt("CREATE TABLE t(id INTEGER PRIMARY KEY, v VARCHAR)"))
+	res := mustExec(t, leader.store, stmt("INSERT INTO t VALUES (1, 'one')"))
+	waitApplied(t, nodes, res.Index)
+	for _, n := range nodes {
+		if got := queryInt(t, n.db, "SELECT count(*) FROM t WHERE v = 'one'"); got != 1 {
+			t.Errorf("%s: count = %d, want 1", n.id, got)
+		}
+	}
+
+	t.Run("not leader", func(t *testing.T) {
+		for _, n := range nodes {
+			if n == leader {
+				continue
+			}
+			_, err := n.store.Execute(context.Background(), stmt("INSERT INTO t VALUES (2, 'x')"))
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("%s: err = %v, want NotLeaderError", n.id, err)
+			}
+			if nl.LeaderID != leader.id || nl.LeaderAddr != leader.addr {
+				t.Fatalf("%s: leader = %s@%s, want %s@%s", n.id, nl.LeaderID, nl.LeaderAddr, leader.id, leader.addr)
+			}
+			if _, err := n.store.ReadIndex(context.Background()); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("%s: ReadIndex err = %v, want ErrNotLeader", n.id, err)
+			}
+		}
+	})
+
+	t.Run("failing command fails alone everywhere", func(t *testing.T) {
+		// One raft entry, three commands; the middle one violates the key.
+		key := func(k string) wal.Command { c := stmt("INSERT INTO t VALUES (?, ?)", 0, k); return c }
+		c1, c2, c3 := key("a"), key("dup"), key("b")
+		c1.Entry = wal.Statement{SQL: "INSERT INTO t VALUES (10, 'a')"}
+		c2.Entry = wal.Statement{SQL: "INSERT INTO t VALUES (1, 'dup')"}
+		c3.Entry = wal.Statement{SQL: "INSERT INTO t VALUES (11, 'b')"}
+		c1.Key, c2.Key, c3.Key = []byte("k1"), []byte("k2"), []byte("k3")
+		f := leader.store.raft.Apply(logEntry(t, 0, c1, c2, c3).Data, 0)
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		r := f.Response().(*entryResult).results
+		if r[0].err != nil || r[2].err != nil || r[1].err == nil {
+			t.Fatalf("results = %+v, want ok, error, ok", r)
+		}
+		waitApplied(t, nodes, f.Index())
+		for _, n := range nodes {
+			if got := queryInt(t, n.db, "SELECT count(*) FROM t WHERE id IN (10, 11)"); got != 2 {
+				t.Errorf("%s: rows around the failure = %d, want 2", n.id, got)
+			}
+			if got := queryInt(t, n.db, "SELECT count(*) FROM t WHERE v = 'dup'"); got != 0 {
+				t.Errorf("%s: failed row applied", n.id)
+			}
+			// Every node recorded the same failure under the key.
+			if got := queryInt(t, n.db, "SELECT count(*) FROM _duckraft.keys WHERE key = '6b32' AND err_type = 'Constraint'"); got != 1 {
+				t.Errorf("%s: recorded failure = %d, want 1", n.id, got)
+			}
+		}
+	})
+
+	t.Run("idempotency key", func(t *testing.T) {
+		cmd := wal.Command{Key: []byte("retry-1"), Entry: wal.Statement{
+			SQL: "INSERT INTO t VALUES (?, ?) RETURNING id", Params: []wal.Param{wal.Int64(20), wal.String("once")}, Returning: true}}
+		first := mustExec(t, leader.store, cmd)
+		second := mustExec(t, leader.store, cmd)
+		if first.Replayed || !second.Replayed || second.Index != first.Index || second.RowsChanged != 1 {
+			t.Fatalf("first %+v, second %+v", first, second)
+		}
+		rows, err := second.Rows()
+		if err != nil || len(rows) != 1 || rows[0][0] != int32(20) {
+			t.Fatalf("replayed rows = %v, %v", rows, err)
+		}
+		// A failed command replays its failure.
+		bad := wal.Command{Key: []byte("retry-2"), Entry: wal.Statement{SQL: "INSERT INTO t VALUES (20, 'again')"}}
+		_, err1 := leader.store.Execute(context.Background(), bad)
+		_, err2 := leader.store.Execute(context.Background(), bad)
+		if err1 == nil || err2 == nil || err2.Error() != err1.Error() {
+			t.Fatalf("failed command: first %v, replay %v", err1, err2)
+		}
+		last := mustExec(t, leader.store, stmt("SELECT 1"))
+		waitApplied(t, nodes, last.Index)
+		for _, n := range nodes {
+			if got := queryInt(t, n.db, "SELECT count(*) FROM t WHERE id = 20"); got != 1 {
+				t.Errorf("%s: count = %d, want 1", n.id, got)
+			}
+		}
+	})
+
+	t.Run("txn is atomic", func(t *testing.T) {
+		_, err := leader.store.Execute(context.Background(), wal.Command{Entry: wal.Txn{Entries: []wal.Entry{
+			wal.Statement{SQL: "INSERT INTO t VALUES (30, 'txn')"},
+			wal.Statement{SQL: "INSERT INTO t VALUES (1, 'dup')"},
+		}}})
+		if err == nil {
+			t.Fatal("txn with a failing statement succeeded")
+		}
+		res := mustExec(t, leader.store, wal.Command{Entry: wal.Txn{Entries: []wal.Entry{
+			wal.Statement{SQL: "INSERT INTO t VALUES (31, 'txn')"},
+			wal.Statement{SQL: "UPDATE t SET v = 'txn2' WHERE id = 31"},
+		}}})
+		if res.RowsChanged != 2 {
+			t.Fatalf("rows changed = %d, want 2", res.RowsChanged)
+		}
+		waitApplied(t, nodes, res.Index)
+		for _, n := range nodes {
+			if got := queryInt(t, n.db, "SELECT count(*) FROM t WHERE id IN (30, 31) AND v <> 'txn'"); got != 1 {
+				t.Errorf("%s: txn rows = %d, want 1", n.id, got)
+			}
+		}
+	})
+}
