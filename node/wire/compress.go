@@ -1,0 +1,76 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compressed frame layout (§3.3): magic DB C2, codec byte, uint64 LE
+// uncompressed size, then one zstd frame. It was seen in one quack snapshot
+// only, so only the receiving side is implemented.
+const (
+	frameHeaderLen = 11
+	codecZstd      = 0x02
+	maxFrameSize   = 1 << 32
+)
+
+var (
+	zstdOnce    sync.Once
+	zstdDecoder *zstd.Decoder
+	zstdErr     error
+)
+
+// IsCompressed reports whether body is a compressed frame rather than a
+// plain message (plain messages start 01 00, so the two cannot collide).
+func IsCompressed(body []byte) bool {
+	return len(body) > frameHeaderLen && body[0] == 0xDB && body[1] == 0xC2
+}
+
+// Decompress returns the message carried by a compressed frame, or body
+// itself when it is not compressed. Declared sizes of 0, above 2^32 or above
+// maxSize (when maxSize > 0), unknown codecs and zstd frames whose content
+// size differs from the declared size are rejected before anything is
+// decoded, so the output never exceeds the declared size.
+func Decompress(body []byte, maxSize int) ([]byte, error) {
+	if !IsCompressed(body) {
+		return body, nil
+	}
+	if body[2] != codecZstd {
+		return nil, fmt.Errorf("wire: compressed frame with codec %d: %w", body[2], ErrMalformed)
+	}
+	size := binary.LittleEndian.Uint64(body[3:])
+	if size == 0 || size > maxFrameSize {
+		return nil, fmt.Errorf("wire: compressed frame declares %d bytes: %w", size, ErrMalformed)
+	}
+	if maxSize > 0 && size > uint64(maxSize) {
+		return nil, fmt.Errorf("wire: compressed frame declares %d bytes (limit %d): %w", size, maxSize, ErrLimit)
+	}
+	payload := body[frameHeaderLen:]
+	var h zstd.Header
+	if err := h.Decode(payload); err != nil {
+		return nil, fmt.Errorf("wire: compressed frame: %v: %w", err, ErrMalformed)
+	}
+	if !h.HasFCS || h.FrameContentSize != size {
+		return nil, fmt.Errorf("wire: zstd content size does not match the declared %d bytes: %w", size, ErrMalformed)
+	}
+	zstdOnce.Do(func() {
+		// The cap limit makes DecodeAll stop at cap(dst), i.e. the
+		// declared size, whatever the frame claims.
+		zstdDecoder, zstdErr = zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderMaxMemory(maxFrameSize), zstd.WithDecoderConcurrency(0))
+	})
+	if zstdErr != nil {
+		return nil, fmt.Errorf("wire: zstd decoder: %w", zstdErr)
+	}
+	out, err := zstdDecoder.DecodeAll(payload, make([]byte, 0, size))
+	if err != nil {
+		return nil, fmt.Errorf("wire: compressed frame: %v: %w", err, ErrMalformed)
+	}
+	if uint64(len(out)) != size {
+		return nil, fmt.Errorf("wire: compressed frame holds %d bytes, declared %d: %w", len(out), size, ErrMalformed)
+	}
+	return out, nil
+}
