@@ -10,7 +10,7 @@ import (
 )
 
 // hx parses a spec-style hex dump ("64 00 0D  FF FF"); whitespace is ignored.
-func hx(t *testing.T, s string) []byte {
+func hx(t testing.TB, s string) []byte {
 	t.Helper()
 	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
 	if err != nil {
