@@ -14,12 +14,12 @@ import (
 
 // Append appends all rows of chunk to schema.table ("" means main) through a
 // DuckDB appender. The chunk needs one column per table column. Columns whose
-// type equals the table's are copied as they are; for the others DuckDB's
-// appender casts the values (duckdb_append_data_chunk does this), and if it
-// cannot, the error names the column and both types, e.g. "append to main.t:
-// column 2 is VARCHAR, chunk has INTEGER: ...". Outside an explicit
-// transaction the append runs in its own transaction, so it is all or
-// nothing.
+// type equals the table's are copied as they are; for the others
+// duckdb_append_data_chunk casts where DuckDB allows it implicitly (INTEGER
+// to BIGINT or VARCHAR, say), and otherwise the error names the column and
+// both types: "append to main.t: column 2 is INTEGER, chunk has VARCHAR:
+// ...". There is no SQL cast fallback. Outside an explicit transaction the
+// append runs in its own transaction, so it is all or nothing.
 func (c *Conn) Append(schema, table string, chunk *wire.DataChunk) error {
 	if schema == "" {
 		schema = "main"

@@ -155,7 +155,9 @@ func withCtx(ctx context.Context, err error) error {
 
 // Query runs sql and streams the result of its last statement. When sql holds
 // several statements, all but the last are executed to completion first.
-// Cancelling ctx interrupts the statements and the reading of the Result. An
+// ctx covers the Result's whole life, not just this call: cancelling it
+// interrupts the statements and fails the next Result.Next, so pass a
+// context that outlives the reads (the session's, not one request's). An
 // error from DuckDB is an *Error.
 func (c *Conn) Query(ctx context.Context, sql string) (*Result, error) {
 	q, err := c.begin(ctx)

@@ -42,7 +42,8 @@ func IsInterrupt(err error) bool {
 
 // newError builds an Error from DuckDB's message. The type comes from the
 // message prefix, because prepare and extract errors carry no error type in
-// the C API; code is only the fallback when the prefix is unknown.
+// the C API. Messages without a prefix (the appender's) get one from code,
+// unless code is the catch-all ErrorTypeInvalid.
 func newError(msg string, code bindings.ErrorType) *Error {
 	if msg == "" {
 		msg = "unknown DuckDB error"
@@ -50,7 +51,11 @@ func newError(msg string, code bindings.ErrorType) *Error {
 	if prefix, _, ok := strings.Cut(msg, " Error: "); ok && knownErrorTypes[prefix] {
 		return &Error{Type: prefix, Message: msg}
 	}
-	return &Error{Type: errorTypeNames[code], Message: msg}
+	if code == bindings.ErrorTypeInvalid {
+		return &Error{Message: msg}
+	}
+	name := errorTypeNames[code]
+	return &Error{Type: name, Message: name + " Error: " + msg}
 }
 
 // errorTypeNames are DuckDB's Exception::ExceptionTypeToString texts, which

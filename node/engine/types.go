@@ -378,7 +378,16 @@ func typeName(t wire.LogicalType) string {
 			return "UNION(" + fields(t.Fields[1:]) + ")"
 		}
 	}
+	if name, ok := nestedNames[t.ID]; ok {
+		return name
+	}
 	return fmt.Sprintf("type id %d", t.ID)
+}
+
+// nestedNames name nested types whose type information is missing.
+var nestedNames = map[wire.TypeID]string{
+	wire.TypeStruct: "STRUCT", wire.TypeList: "LIST", wire.TypeMap: "MAP", wire.TypeEnum: "ENUM",
+	wire.TypeUnion: "UNION", wire.TypeArray: "ARRAY", wire.TypeTuple: "TUPLE", wire.TypeDecimal: "DECIMAL",
 }
 
 // sameType reports whether a and b are the same DuckDB type, aliases and
