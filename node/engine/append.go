@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -165,11 +166,15 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 		if len(src.Data) < (from+n)*width {
 			return fmt.Errorf("%d data bytes for %d rows of %d bytes", len(src.Data), src.Count, width)
 		}
+		data := src.Data[from*width : (from+n)*width]
+		if err := checkFixed(src, data, from, width); err != nil {
+			return err
+		}
 		out, err := vectorData(dst, (at+n)*width)
 		if err != nil {
 			return err
 		}
-		copy(out[at*width:], src.Data[from*width:(from+n)*width])
+		copy(out[at*width:], data)
 		return nil
 	case layoutString:
 		return copyStrings(dst, src, from, n, at)
@@ -196,6 +201,39 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 		return copyVector(bindings.ArrayVectorGetChild(dst), src.Children[0], from*size, n*size, at*size)
 	}
 	return fmt.Errorf("unsupported type %s", typeName(src.Type))
+}
+
+// checkFixed rejects BOOLEAN values other than 0 and 1 and ENUM indexes
+// beyond the dictionary, which DuckDB would read out of bounds. data holds
+// the rows from on.
+func checkFixed(src *wire.Vector, data []byte, from, width int) error {
+	var limit uint64
+	switch src.Type.ID {
+	case wire.TypeBoolean:
+		limit = 2
+	case wire.TypeEnum:
+		limit = uint64(len(src.Type.EnumValues))
+	default:
+		return nil
+	}
+	for i := range len(data) / width {
+		if !src.IsValid(from + i) {
+			continue
+		}
+		var v uint64
+		switch width {
+		case 1:
+			v = uint64(data[i])
+		case 2:
+			v = uint64(binary.LittleEndian.Uint16(data[2*i:]))
+		default:
+			v = uint64(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		if v >= limit {
+			return fmt.Errorf("row %d: invalid %s value %d", from+i, typeName(src.Type), v)
+		}
+	}
+	return nil
 }
 
 // vectorData returns the first size bytes of dst's data.

@@ -177,6 +177,21 @@ func TestAppendMalformedNested(t *testing.T) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
 	}
+	exec(t, c, "CREATE TABLE e (e ENUM('a', 'b'), b BOOLEAN)")
+	enum := &wire.Vector{Type: wire.LogicalType{ID: wire.TypeEnum, EnumValues: []string{"a", "b"}}, Count: 2, Data: []byte{1, 2}}
+	boolean := &wire.Vector{Type: lt(wire.TypeBoolean), Count: 2, Data: []byte{1, 0}}
+	if err := c.Append("", "e", &wire.DataChunk{Rows: 2, Columns: []*wire.Vector{enum, boolean}}); err == nil || !strings.Contains(err.Error(), "row 1: invalid ENUM(2 values) value 2") {
+		t.Errorf("enum index beyond the dictionary: %v", err)
+	}
+	enum.Data[1], boolean.Data[1] = 0, 0x80
+	if err := c.Append("", "e", &wire.DataChunk{Rows: 2, Columns: []*wire.Vector{enum, boolean}}); err == nil || !strings.Contains(err.Error(), "invalid BOOLEAN value 128") {
+		t.Errorf("boolean 0x80: %v", err)
+	}
+	setNulls(boolean, func(i int) bool { return i == 1 })
+	if err := c.Append("", "e", &wire.DataChunk{Rows: 2, Columns: []*wire.Vector{enum, boolean}}); err != nil {
+		t.Errorf("boolean NULL slot 0x80: %v", err)
+	}
+
 	if err := c.Append("", "t", build()); err != nil {
 		t.Fatal(err)
 	}
