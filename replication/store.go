@@ -282,6 +282,11 @@ type proposal struct {
 // it returns a *NotLeaderError. If ctx ends first the command may still be
 // applied.
 func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*ExecResult, error) {
+	select {
+	case <-s.closing:
+		return nil, ErrClosed
+	default:
+	}
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
