@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/duckraft/duckraft/node/wire"
@@ -93,4 +96,16 @@ func clone[T any](s []T) []T {
 // str returns row i of a string-like vector.
 func str(v *wire.Vector, i int) string {
 	return string(v.Bytes[v.Offsets[i]:v.Offsets[i+1]])
+}
+
+// rssBytes is the process's resident set size, from /proc/self/statm.
+func rssBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	fields := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(fields[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

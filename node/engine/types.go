@@ -55,7 +55,7 @@ var cSimpleTypes = func() map[wire.TypeID]bindings.Type {
 	return m
 }()
 
-// variantType is VARIANT's fixed internal struct (quack-protocol.md §6.2).
+// variantFields are VARIANT's fixed internal struct (quack-protocol.md §6.2).
 // The C API does not describe VARIANT's children, so they are spelled out.
 var variantFields = []wire.Field{
 	{Name: "keys", Type: listOf(wire.LogicalType{ID: wire.TypeVarchar})},
