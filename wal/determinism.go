@@ -1,0 +1,585 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrNondeterministic is returned, wrapped with the reason and what to do
+// instead, for a write that would not leave every replica in the same state.
+var ErrNondeterministic = errors.New("duckraft: not deterministic across replicas")
+
+// Volatile is the set of functions whose result can differ between calls,
+// by lower-case name: what duckdb_functions() lists with stability
+// 'VOLATILE'. Sequence functions in it (nextval, currval) are allowed in
+// writes; see docs/determinism.md.
+type Volatile map[string]bool
+
+// Plan says how to replicate one client write.
+type Plan struct {
+	// SQL is the statement to replicate, with the now() family replaced by
+	// literals of the leader's timestamp. It is empty when Materialize is set.
+	SQL string
+	// Materialize is set when the write inserts values that only the leader
+	// may compute (volatile functions, node-local files).
+	Materialize *Materialize
+}
+
+// Materialize is an INSERT split into its target and its source: run Query
+// once on the leader, then insert its rows into Table on every node.
+type Materialize struct {
+	// Table is the target as written: possibly schema-qualified and quoted.
+	Table string
+	// Columns is the INSERT's column list as written (quoted names keep
+	// their quotes); nil means the rows cover every column in table order.
+	Columns []string
+	// Query is a SELECT (or VALUES) that yields the rows to insert.
+	Query string
+}
+
+// timeKind is the type a now()-family function returns.
+type timeKind uint8
+
+const (
+	timeTZ        timeKind = iota + 1 // TIMESTAMP WITH TIME ZONE
+	timeLocal                         // TIMESTAMP
+	timeDate                          // DATE
+	timeOfDayTZ                       // TIME WITH TIME ZONE
+	timeOfDayOnly                     // TIME
+)
+
+// clockFuncs are the functions that read the clock. DuckDB lists them as
+// CONSISTENT_WITHIN_QUERY or CONSISTENT, not VOLATILE, so they are named here.
+var clockFuncs = map[string]timeKind{
+	"now":                    timeTZ,
+	"current_timestamp":      timeTZ,
+	"get_current_timestamp":  timeTZ,
+	"transaction_timestamp":  timeTZ,
+	"localtimestamp":         timeLocal,
+	"current_localtimestamp": timeLocal,
+	"current_date":           timeDate,
+	"today":                  timeDate,
+	"current_time":           timeOfDayTZ,
+	"get_current_time":       timeOfDayTZ,
+	"localtime":              timeOfDayOnly,
+	"current_localtime":      timeOfDayOnly,
+}
+
+// clockKeywords may be written without parentheses.
+var clockKeywords = map[string]bool{
+	"current_timestamp": true, "current_date": true, "current_time": true,
+	"localtimestamp": true, "localtime": true,
+}
+
+// sequenceFuncs change or read sequences, which are database state: applied
+// in log order they give every replica the same values.
+var sequenceFuncs = map[string]bool{"nextval": true, "currval": true}
+
+// sessionFuncs read or change state of the client's session, which the
+// replicas do not have.
+var sessionFuncs = map[string]bool{"setseed": true, "getvariable": true, "current_setting": true}
+
+// moreVolatile are node-dependent functions that DuckDB does not list as
+// VOLATILE.
+var moreVolatile = map[string]bool{"txid_current": true}
+
+// nodeLocalFuncs read files, the network or node configuration, or run SQL
+// hidden in a string; names starting with read_ or ending in _scan are
+// treated the same way.
+var nodeLocalFuncs = map[string]bool{
+	"glob": true, "sniff_csv": true, "query": true, "query_table": true, "getenv": true,
+	"parquet_metadata": true, "parquet_schema": true, "parquet_file_metadata": true,
+	"parquet_kv_metadata": true, "parquet_bloom_probe": true,
+	"duckdb_settings": true, "duckdb_extensions": true, "duckdb_memory": true,
+	"duckdb_secrets": true, "duckdb_temporary_files": true, "duckdb_databases": true,
+}
+
+func isNodeLocal(name string) bool {
+	return nodeLocalFuncs[name] || strings.HasPrefix(name, "read_") || strings.HasSuffix(name, "_scan")
+}
+
+// Deterministic turns one client write into what the leader replicates: the
+// now() family becomes literals of ts (in UTC, as DuckDB's one timestamp per
+// transaction), an INSERT whose values need volatile functions or node-local
+// files becomes a Materialize plan, and what cannot be made deterministic is
+// refused with an error wrapping ErrNondeterministic.
+func Deterministic(sql string, ts time.Time, volatile Volatile) (Plan, error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return Plan{}, fmt.Errorf("wal: %w", err)
+	}
+	s := newStmt(sql, toks)
+	if n := s.statements(); n != 1 {
+		return Plan{}, fmt.Errorf("wal: Deterministic takes one statement, got %d", n)
+	}
+	verb, v := Verb(toks)
+	f, err := s.findings(volatile)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := check(s, verb, v, f); err != nil {
+		return Plan{}, err
+	}
+	if verb == "insert" && (f.volatile != "" || f.nodeLocal != "") {
+		m, err := s.splitInsert(v, f)
+		if err != nil {
+			return Plan{}, err
+		}
+		m.Query, err = rewriteClock(m.Query, ts)
+		if err != nil {
+			return Plan{}, err
+		}
+		return Plan{Materialize: m}, nil
+	}
+	return Plan{SQL: s.rewrite(f.clock, ts)}, nil
+}
+
+// refuse builds the error for a refused write.
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNondeterministic}, args...)...)
+}
+
+// check applies the rules per statement kind; verb and v come from Verb.
+func check(s *stmt, verb string, v int, f findings) error {
+	upper := strings.ToUpper(verb)
+	switch verb {
+	case "begin", "start", "commit", "end", "rollback", "abort":
+		return refuse("%s is transaction control, not a replicated statement; duckraft's router groups a transaction's writes into one entry", upper)
+	case "set", "reset", "pragma", "use", "prepare", "deallocate":
+		return refuse("%s changes session state, which is not replicated; the router runs it on the client's own session", upper)
+	case "execute":
+		return refuse("EXECUTE runs a statement prepared in the client's session, which the replicas do not have; send the statement itself with its parameters")
+	case "attach", "detach", "install", "load", "import", "export", "copy":
+		return refuse("%s reads or writes files local to each node; load data with INSERT INTO t SELECT … FROM read_csv(…), which duckraft reads once on the leader and replicates as data", upper)
+	case "explain":
+		if s.word(v+1, "analyze") || s.word(v+1, "analyse") {
+			return refuse("EXPLAIN ANALYZE of a write would run it on every replica and report only one; run the write, and EXPLAIN (without ANALYZE) it if you need the plan")
+		}
+		return nil
+	}
+	if f.session != "" {
+		return refuse("%s() depends on the client's session, which the replicas do not have; pass the value as a literal or parameter", f.session)
+	}
+	switch verb {
+	case "insert":
+		return nil // volatile values and node-local sources are materialized
+	case "create":
+		return checkCreate(s, v, f)
+	}
+	if f.nodeLocal != "" {
+		return refuse("%s reads files local to each node in %s; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader and replicates as data", f.nodeLocal, upper)
+	}
+	switch verb {
+	case "update", "delete", "merge", "alter", "call", "truncate":
+		if f.volatile != "" {
+			return refuse("%s() in %s would give each replica a different value; compute the values in the client and send them as literals or parameters, or use INSERT … SELECT, which duckraft evaluates once on the leader", f.volatile, upper)
+		}
+		if verb == "alter" && len(f.clock) > 0 {
+			return refuse("%s in ALTER TABLE would be evaluated by each replica, for existing rows now and for new rows on insert; drop the default and give the value in INSERT, where duckraft uses the leader's timestamp", f.clockName)
+		}
+	}
+	return nil
+}
+
+// checkCreate refuses expressions that a CREATE stores and each replica
+// evaluates later: column defaults, generated columns, views and macros.
+// CREATE TABLE … AS evaluates its query once, so the clock is rewritten there.
+func checkCreate(s *stmt, v int, f findings) error {
+	for k := v + 1; k < len(s.sig) && k <= v+3; k++ {
+		if s.word(k, "temp") || s.word(k, "temporary") {
+			return refuse("temporary objects belong to one connection and cannot be replicated; create a regular table or view")
+		}
+	}
+	if s.word(v+1, "secret") || s.word(v+2, "secret") || s.word(v+3, "secret") {
+		return refuse("secrets are node-local configuration; create them on each node")
+	}
+	if s.createTableAs(v) {
+		if f.volatile != "" {
+			return refuse("%s() in CREATE TABLE … AS cannot be evaluated once for all replicas; create the table first (CREATE TABLE t AS SELECT … LIMIT 0), then INSERT INTO t SELECT …, which duckraft evaluates once on the leader", f.volatile)
+		}
+		if f.nodeLocal != "" {
+			return refuse("%s reads files local to each node; create the table first (CREATE TABLE t AS SELECT … LIMIT 0), then INSERT INTO t SELECT …, which duckraft reads once on the leader", f.nodeLocal)
+		}
+		return nil
+	}
+	what := "a column default or generated column"
+	if !s.createsTable(v) {
+		what = "a stored view, macro or function body"
+	}
+	switch {
+	case f.volatile != "":
+		return refuse("%s() in %s would be evaluated separately on each replica; compute the values in the client or with INSERT … SELECT, which duckraft evaluates once on the leader", f.volatile, what)
+	case len(f.clock) > 0:
+		return refuse("%s in %s would be evaluated with each replica's clock; give the value in INSERT (duckraft uses the leader's timestamp there) or, in a macro, take it as a parameter", f.clockName, what)
+	case f.nodeLocal != "":
+		return refuse("%s in %s would read files local to each replica; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader", f.nodeLocal, what)
+	}
+	return nil
+}
+
+// stmt is a lexed statement with the indexes of its significant tokens.
+type stmt struct {
+	sql  string
+	toks []Token
+	sig  []int // indexes into toks of the non-space, non-comment tokens
+}
+
+func newStmt(sql string, toks []Token) *stmt {
+	s := &stmt{sql: sql, toks: toks}
+	for i, t := range toks {
+		if t.Significant() {
+			s.sig = append(s.sig, i)
+		}
+	}
+	return s
+}
+
+// at returns the k-th significant token, or a zero Token past the end.
+func (s *stmt) at(k int) Token {
+	if k < 0 || k >= len(s.sig) {
+		return Token{}
+	}
+	return s.toks[s.sig[k]]
+}
+
+func (s *stmt) word(k int, w string) bool { return s.at(k).Is(w) }
+
+func (s *stmt) punct(k int, c byte) bool { return s.at(k).IsPunct(c) }
+
+// end returns the offset where significant token k ends.
+func (s *stmt) end(k int) int { t := s.at(k); return t.Pos + len(t.Text) }
+
+// statements counts the statements, ignoring a trailing semicolon.
+func (s *stmt) statements() int {
+	n, open := 0, false
+	for k := range s.sig {
+		if s.punct(k, ';') {
+			open = false
+			continue
+		}
+		if !open {
+			n++
+			open = true
+		}
+	}
+	return n
+}
+
+// clockUse is one use of a now()-family function: significant tokens
+// from..to (inclusive) are replaced by a literal of kind.
+type clockUse struct {
+	from, to int
+	kind     timeKind
+}
+
+// findings is what a scan of a statement's function calls found; names are
+// of the first occurrence, for messages.
+type findings struct {
+	clock     []clockUse
+	clockName string // as written, e.g. "now()" or "current_date"
+	volatile  string
+	nodeLocal string // a function, "name()", or a quoted file name
+	session   string
+	sequence  bool
+}
+
+// specialSyntax are functions whose arguments use FROM as a keyword, so a
+// string after FROM inside them is not a file.
+var specialSyntax = map[string]bool{"trim": true, "substring": true, "extract": true, "overlay": true, "position": true}
+
+// findings scans the statement for function calls and file references.
+func (s *stmt) findings(volatile Volatile) (findings, error) {
+	var f findings
+	var parens []string // for each open parenthesis, the function it calls or ""
+	for k := 0; k < len(s.sig); k++ {
+		t := s.at(k)
+		switch {
+		case t.IsPunct('('):
+			opener := ""
+			if p := s.at(k - 1); p.Kind == TokIdent {
+				opener = strings.ToLower(p.Text)
+			}
+			parens = append(parens, opener)
+		case t.IsPunct(')'):
+			if len(parens) > 0 {
+				parens = parens[:len(parens)-1]
+			}
+		case t.Kind == TokString:
+			inSpecial := len(parens) > 0 && specialSyntax[parens[len(parens)-1]]
+			if !inSpecial && (s.word(k-1, "from") || s.word(k-1, "join") || s.word(k-1, "using")) && f.nodeLocal == "" {
+				f.nodeLocal = "the file " + t.Text
+			}
+		case t.Kind == TokIdent:
+			if err := s.call(k, volatile, &f); err != nil {
+				return f, err
+			}
+		}
+	}
+	return f, nil
+}
+
+// call records what identifier k is, when it is a function call or a clock
+// keyword.
+func (s *stmt) call(k int, volatile Volatile, f *findings) error {
+	name := strings.ToLower(s.at(k).Text)
+	qualified := s.punct(k-1, '.')
+	isCall := s.punct(k+1, '(')
+	if kind, ok := clockFuncs[name]; ok {
+		switch {
+		case isCall && qualified:
+			return refuse("write %s() without a qualifier so that duckraft can replace it with the leader's timestamp", name)
+		case isCall && !s.punct(k+2, ')'):
+			return refuse("%s() takes no arguments here; duckraft replaces it with the leader's timestamp", name)
+		case isCall:
+			f.addClock(clockUse{k, k + 2, kind}, name+"()")
+		case clockKeywords[name] && !qualified:
+			f.addClock(clockUse{k, k, kind}, name)
+		}
+		return nil
+	}
+	if !isCall {
+		return nil
+	}
+	switch {
+	case sequenceFuncs[name]:
+		f.sequence = true
+	case sessionFuncs[name]:
+		if f.session == "" {
+			f.session = name
+		}
+	case isNodeLocal(name):
+		if f.nodeLocal == "" {
+			f.nodeLocal = name + "()"
+		}
+	case volatile[name] || moreVolatile[name]:
+		if f.volatile == "" {
+			f.volatile = name
+		}
+	}
+	return nil
+}
+
+func (f *findings) addClock(u clockUse, name string) {
+	if len(f.clock) == 0 {
+		f.clockName = name
+	}
+	f.clock = append(f.clock, u)
+}
+
+// rewrite returns the statement with each clock use replaced by a literal.
+func (s *stmt) rewrite(uses []clockUse, ts time.Time) string {
+	if len(uses) == 0 {
+		return s.sql
+	}
+	var b strings.Builder
+	last := 0
+	for _, u := range uses {
+		b.WriteString(s.sql[last:s.at(u.from).Pos])
+		b.WriteString(clockLiteral(u.kind, ts))
+		last = s.end(u.to)
+	}
+	b.WriteString(s.sql[last:])
+	return b.String()
+}
+
+// rewriteClock lexes sql again and rewrites its clock uses.
+func rewriteClock(sql string, ts time.Time) (string, error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return "", fmt.Errorf("wal: %w", err)
+	}
+	s := newStmt(sql, toks)
+	f, err := s.findings(nil)
+	if err != nil {
+		return "", err
+	}
+	return s.rewrite(f.clock, ts), nil
+}
+
+// clockLiteral renders ts, in UTC and to the microsecond as DuckDB keeps it,
+// as a typed literal of kind.
+func clockLiteral(kind timeKind, ts time.Time) string {
+	ts = ts.UTC().Truncate(time.Microsecond)
+	switch kind {
+	case timeTZ:
+		return "TIMESTAMPTZ '" + ts.Format("2006-01-02 15:04:05.000000") + "+00'"
+	case timeLocal:
+		return "TIMESTAMP '" + ts.Format("2006-01-02 15:04:05.000000") + "'"
+	case timeDate:
+		return "DATE '" + ts.Format("2006-01-02") + "'"
+	case timeOfDayTZ:
+		return "TIMETZ '" + ts.Format("15:04:05.000000") + "+00'"
+	}
+	return "TIME '" + ts.Format("15:04:05.000000") + "'"
+}
+
+// createTableAs reports whether the CREATE at significant token v is
+// CREATE TABLE … AS query: an AS outside any parentheses.
+func (s *stmt) createTableAs(v int) bool {
+	if !s.createsTable(v) {
+		return false
+	}
+	depth := 0
+	for k := v + 1; k < len(s.sig); k++ {
+		switch {
+		case s.punct(k, '('):
+			depth++
+		case s.punct(k, ')'):
+			depth--
+		case depth == 0 && s.word(k, "as"):
+			return true
+		}
+	}
+	return false
+}
+
+// createsTable reports whether the CREATE at v creates a table.
+func (s *stmt) createsTable(v int) bool {
+	for k := v + 1; k < len(s.sig) && k <= v+4; k++ {
+		if s.word(k, "table") {
+			return true
+		}
+	}
+	return false
+}
+
+// splitInsert splits the INSERT at significant token v into target and
+// source, refusing the forms whose meaning a plain append cannot keep.
+func (s *stmt) splitInsert(v int, f findings) (*Materialize, error) {
+	why := f.volatile + "()"
+	if f.volatile == "" {
+		why = f.nodeLocal
+	}
+	if f.sequence {
+		return nil, refuse("%s must be evaluated once on the leader, but nextval()/currval() in the same INSERT must run on every replica; give the sequence column DEFAULT nextval('seq') and leave it out of the INSERT's column list", why)
+	}
+	k := v + 1
+	if s.word(k, "or") {
+		return nil, refuse("%s in INSERT OR %s: duckraft evaluates it once on the leader only for plain INSERT … SELECT/VALUES; compute the values in the client or use a plain INSERT", why, strings.ToUpper(s.at(k+1).Text))
+	}
+	if s.word(k, "into") {
+		k++
+	}
+	m := &Materialize{}
+	first := k
+	for s.at(k).Kind == TokIdent || s.at(k).Kind == TokQuotedIdent {
+		if !s.punct(k+1, '.') {
+			break
+		}
+		k += 2
+	}
+	if t := s.at(k); t.Kind != TokIdent && t.Kind != TokQuotedIdent {
+		return nil, fmt.Errorf("wal: INSERT without a table name at offset %d", t.Pos)
+	}
+	m.Table = s.sql[s.at(first).Pos:s.end(k)]
+	k++
+	if s.word(k, "as") || s.word(k, "by") {
+		return nil, refuse("%s in INSERT with %s %s: duckraft evaluates it once on the leader only for plain INSERT INTO t [(columns)] SELECT/VALUES; drop the %s clause", why, strings.ToUpper(s.at(k).Text), s.at(k+1).Text, strings.ToUpper(s.at(k).Text))
+	}
+	if s.punct(k, '(') && !startsQuery(s.at(k+1)) {
+		m.Columns = []string{}
+		for k++; !s.punct(k, ')'); k++ {
+			t := s.at(k)
+			if t.Kind != TokIdent && t.Kind != TokQuotedIdent {
+				return nil, fmt.Errorf("wal: unexpected %q in INSERT column list at offset %d", t.Text, t.Pos)
+			}
+			m.Columns = append(m.Columns, t.Text)
+			if k++; !s.punct(k, ',') && !s.punct(k, ')') {
+				return nil, fmt.Errorf("wal: unexpected %q in INSERT column list at offset %d", s.at(k).Text, s.at(k).Pos)
+			}
+			if s.punct(k, ')') {
+				break
+			}
+		}
+		k++
+	}
+	src := k
+	if !startsQuery(s.at(src)) {
+		return nil, refuse("%s in INSERT … %s: duckraft evaluates it once on the leader only for INSERT … SELECT/VALUES", why, strings.ToUpper(s.at(src).Text))
+	}
+	end := len(s.sig)
+	for k = src; k < end; k++ {
+		if s.punct(k, ';') {
+			end = k
+		}
+	}
+	depth := 0
+	for k = src; k < end; k++ {
+		switch {
+		case s.punct(k, '('):
+			depth++
+		case s.punct(k, ')'):
+			depth--
+		case depth > 0:
+		case s.word(k, "returning"), s.word(k, "on") && s.word(k+1, "conflict"):
+			return nil, refuse("%s in INSERT … %s: duckraft evaluates it once on the leader only for plain INSERT … SELECT/VALUES; compute the values in the client, or drop the %s clause", why, strings.ToUpper(s.at(k).Text), strings.ToUpper(s.at(k).Text))
+		}
+		if s.word(k, "default") && s.word(src, "values") {
+			return nil, refuse("%s in INSERT … VALUES with DEFAULT: duckraft evaluates the values once on the leader, where it cannot apply column defaults; list the columns you give instead", why)
+		}
+	}
+	query := s.sql[s.at(src).Pos:s.end(end-1)]
+	if v > 0 { // a WITH clause before INSERT belongs to the query
+		if s.word(src, "values") {
+			query = "SELECT * FROM (" + query + ")"
+		}
+		query = strings.TrimSpace(s.sql[s.at(0).Pos:s.at(v).Pos]) + " " + query
+	}
+	m.Query = query
+	return m, nil
+}
+
+// startsQuery reports whether t can start the source query of an INSERT.
+func startsQuery(t Token) bool {
+	for _, w := range []string{"select", "values", "from", "with", "table", "pivot", "unpivot"} {
+		if t.Is(w) {
+			return true
+		}
+	}
+	return t.IsPunct('(')
+}
+
+// Verb returns a statement's main keyword in lower case and its index among
+// the significant tokens: the first word, except that WITH … is looked
+// through to the SELECT, INSERT, UPDATE, DELETE or MERGE it introduces, and
+// a statement that opens with a parenthesis is a "select". It returns ""
+// for a statement without words.
+func Verb(toks []Token) (string, int) {
+	k := 0
+	var sig []Token
+	for _, t := range toks {
+		if t.Significant() {
+			sig = append(sig, t)
+		}
+	}
+	if len(sig) == 0 {
+		return "", -1
+	}
+	if sig[0].IsPunct('(') {
+		return "select", 0
+	}
+	if sig[0].Kind != TokIdent {
+		return "", -1
+	}
+	if !sig[0].Is("with") {
+		return strings.ToLower(sig[0].Text), 0
+	}
+	depth := 0
+	for k = 1; k < len(sig); k++ {
+		t := sig[k]
+		switch {
+		case t.IsPunct('('):
+			depth++
+		case t.IsPunct(')'):
+			depth--
+		case depth == 0 && t.Kind == TokIdent:
+			switch w := strings.ToLower(t.Text); w {
+			case "select", "insert", "update", "delete", "merge", "from", "values", "table", "pivot", "unpivot":
+				return w, k
+			}
+		}
+	}
+	return "with", 0
+}
