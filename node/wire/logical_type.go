@@ -198,29 +198,27 @@ func (p PhysicalType) width() int {
 	return 0
 }
 
-// nullSlot is the value DuckDB writes into the data slot of a NULL row of a
-// fixed-width vector (§7.3); writers must reproduce it for byte-exact output.
-func (p PhysicalType) nullSlot() []byte {
-	switch p {
-	case PhysicalBool, PhysicalInt8:
-		return []byte{0x80}
-	case PhysicalInt16:
-		return []byte{0, 0x80}
-	case PhysicalInt32:
-		return []byte{0, 0, 0, 0x80}
-	case PhysicalInt64:
-		return []byte{0, 0, 0, 0, 0, 0, 0, 0x80}
-	case PhysicalInt128:
-		return []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80}
-	case PhysicalFloat:
-		return []byte{0, 0, 0xC0, 0x7F}
-	case PhysicalDouble:
-		return []byte{0, 0, 0, 0, 0, 0, 0xF8, 0x7F}
-	case PhysicalInterval:
-		return []byte{0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x80}
-	}
-	return make([]byte, p.width())
+// nullSlots holds, per physical type, the value DuckDB writes into the data
+// slot of a NULL row of a fixed-width vector (§7.3); writers must reproduce
+// it for byte-exact output. Unsigned types use zeros.
+var nullSlots = map[PhysicalType][]byte{
+	PhysicalBool:     {0x80}, // written through the INT8 path
+	PhysicalInt8:     {0x80},
+	PhysicalInt16:    {0, 0x80},
+	PhysicalInt32:    {0, 0, 0, 0x80},
+	PhysicalInt64:    {0, 0, 0, 0, 0, 0, 0, 0x80},
+	PhysicalInt128:   {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80},
+	PhysicalFloat:    {0, 0, 0xC0, 0x7F},
+	PhysicalDouble:   {0, 0, 0, 0, 0, 0, 0xF8, 0x7F},
+	PhysicalInterval: {0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x80},
+	PhysicalUint8:    make([]byte, 1),
+	PhysicalUint16:   make([]byte, 2),
+	PhysicalUint32:   make([]byte, 4),
+	PhysicalUint64:   make([]byte, 8),
+	PhysicalUint128:  make([]byte, 16),
 }
+
+func (p PhysicalType) nullSlot() []byte { return nullSlots[p] }
 
 // String renders t as DuckDB SQL type text, e.g. "DECIMAL(18,3)",
 // "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)" or "MAP(VARCHAR, INTEGER)".

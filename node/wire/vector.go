@@ -187,22 +187,30 @@ func (e *vectorEncoder) stringsList(v *Vector, count int, hasNull bool) error {
 		return err
 	}
 	off := v.Offsets
-	e.buf = slices.Grow(e.buf, int(off[count]-off[0])+3*count+16)
-	e.buf = append(e.buf, 0x66, 0x00)
-	e.buf = appendUvarint(e.buf, uint64(count))
+	// Grow once for the worst case (a uint32 length takes at most 5 bytes),
+	// then write by index: this loop runs once per row of every string
+	// column of every result.
+	b := slices.Grow(e.buf, int(off[count]-off[0])+5*count+12)
+	b = append(b, 0x66, 0x00)
+	b = appendUvarint(b, uint64(count))
+	p := len(b)
+	b = b[:cap(b)]
 	for i := 0; i < count; i++ {
 		if hasNull && !v.IsValid(i) {
-			e.buf = append(e.buf, 0x01, 0x80)
+			b[p], b[p+1] = 0x01, 0x80
+			p += 2
 			continue
 		}
 		s := v.Bytes[off[i]:off[i+1]]
 		if len(s) < 0x80 {
-			e.buf = append(e.buf, byte(len(s)))
+			b[p] = byte(len(s))
+			p++
 		} else {
-			e.buf = appendUvarint(e.buf, uint64(len(s)))
+			p += len(appendUvarint(b[p:p], uint64(len(s))))
 		}
-		e.buf = append(e.buf, s...)
+		p += copy(b[p:], s)
 	}
+	e.buf = b[:p]
 	return nil
 }
 
@@ -509,16 +517,16 @@ func (d *decoder) stringsList(v *Vector) error {
 	if n != v.Count {
 		return r.errorf(off, ErrMalformed, "%d strings for %d rows", n, v.Count)
 	}
-	// First pass: validate and size, so Bytes is allocated once.
+	// First pass: validate and size, so that Bytes is allocated once.
 	start := r.off
 	total := 0
 	for i := 0; i < n; i++ {
-		s, err := r.ReadBytes()
+		lo, hi, err := r.nextString()
 		if err != nil {
 			return err
 		}
 		if v.IsValid(i) {
-			total += len(s)
+			total += hi - lo
 		}
 	}
 	if uint64(total) > math.MaxUint32 {
@@ -528,13 +536,34 @@ func (d *decoder) stringsList(v *Vector) error {
 	v.Offsets = make([]uint32, n+1)
 	v.Bytes = make([]byte, 0, total)
 	for i := 0; i < n; i++ {
-		s, _ := r.ReadBytes() // validated above
+		lo, hi, _ := r.nextString() // validated above
 		if v.IsValid(i) {
-			v.Bytes = append(v.Bytes, s...)
+			v.Bytes = append(v.Bytes, r.buf[lo:hi]...)
 		}
 		v.Offsets[i+1] = uint32(len(v.Bytes))
 	}
 	return nil
+}
+
+// nextString consumes a length-prefixed string and returns its bounds in
+// r.buf. Lengths below 128, one byte on the wire, take a fast path.
+func (r *Reader) nextString() (lo, hi int, err error) {
+	if r.off < len(r.buf) && r.buf[r.off] < 0x80 {
+		lo = r.off + 1
+		hi = lo + int(r.buf[r.off])
+		if hi > len(r.buf) {
+			return 0, 0, r.errorf(r.off, ErrTruncated, "string of %d bytes with %d remaining", hi-lo, len(r.buf)-lo)
+		}
+		r.off = hi
+		return lo, hi, nil
+	}
+	n, err := r.readLen("string")
+	if err != nil {
+		return 0, 0, err
+	}
+	lo = r.off
+	r.off += n
+	return lo, r.off, nil
 }
 
 // stringsBlob reads fields 107 (already consumed), 108 and 109. Bytes
