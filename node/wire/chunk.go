@@ -18,7 +18,7 @@ type Limits struct {
 	// DuckDB writes at most 2048).
 	MaxChunkRows int
 	// MaxVectorRows bounds the rows of any vector, including LIST and ARRAY
-	// children (default 1<<26).
+	// children (default 1<<26). Both row limits are capped at 1<<32.
 	MaxVectorRows int
 	// MaxDepth bounds type and vector nesting (default 64).
 	MaxDepth int
@@ -27,6 +27,10 @@ type Limits struct {
 	MaxExpandBytes int64
 }
 
+// maxRows caps any row limit so that rows times a 16-byte width cannot
+// overflow an int.
+const maxRows = 1 << 32
+
 func (l Limits) withDefaults() Limits {
 	if l.MaxChunkRows <= 0 {
 		l.MaxChunkRows = 1 << 20
@@ -34,6 +38,8 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxVectorRows <= 0 {
 		l.MaxVectorRows = 1 << 26
 	}
+	l.MaxChunkRows = min(l.MaxChunkRows, maxRows)
+	l.MaxVectorRows = min(l.MaxVectorRows, maxRows)
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = defaultMaxDepth
 	}
