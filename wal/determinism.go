@@ -158,6 +158,14 @@ func check(s *stmt, verb string, v int, f findings) error {
 			return refuse("EXPLAIN ANALYZE of a write would run it on every replica and report only one; run the write, and EXPLAIN (without ANALYZE) it if you need the plan")
 		}
 		return nil
+	case "update":
+		if s.word(v+1, "extensions") {
+			return refuse("UPDATE EXTENSIONS changes the extensions installed on each node; run it on each node")
+		}
+	case "insert", "delete", "merge", "create", "drop", "alter", "truncate", "comment", "call",
+		"select", "from", "values", "table", "pivot", "unpivot":
+	default:
+		return refuse("duckraft does not know how to replicate %s statements", upper)
 	}
 	if f.session != "" {
 		return refuse("%s() depends on the client's session, which the replicas do not have; pass the value as a literal or parameter", f.session)
