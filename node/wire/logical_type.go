@@ -564,7 +564,9 @@ func decodeTypeInfo(r *Reader, t *LogicalType, wireID TypeID, depth int) error {
 	if f, _ := r.PeekField(); f == 102 || f == 103 {
 		return r.errorf(r.off, ErrUnsupportedType, "type info field %d (modifiers or extension info)", f)
 	}
-	want := uint8(infoKind(&LogicalType{ID: t.ID, Collation: "x"}))
+	// The info kind DuckDB attaches to this id; a VARCHAR may carry STRING
+	// info (collation), any scalar GENERIC info (alias only).
+	want := uint8(infoKind(&LogicalType{ID: t.ID, Collation: "-"}))
 	switch kind {
 	case infoInvalid, infoGeneric:
 		if want != infoString && want != infoGeneric && want != infoInvalid {

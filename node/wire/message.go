@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 )
@@ -484,9 +486,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 		}
 	case *ProgressResponse:
 		b = appendField(b, 1)
-		w := Writer{buf: b}
-		w.PutFloat64(m.Progress)
-		b = w.buf
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Progress))
 	case *ErrorResponse:
 		b = defString(b, 1, m.Message)
 	case *SuccessResponse, *DisconnectMessage, *HeartbeatRequest, *ProgressRequest:
