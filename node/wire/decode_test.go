@@ -254,3 +254,79 @@ func TestDecompress(t *testing.T) {
 		}
 	}
 }
+
+func TestWriterReaderRoundTrip(t *testing.T) {
+	w := NewWriter([]byte{0xAA})
+	w.PutField(100)
+	w.PutUvarint(300)
+	w.PutVarint(-65)
+	w.PutBool(true)
+	w.PutString("duck")
+	w.PutBlock([]byte{1, 2, 3})
+	w.PutHugeint(Hugeint{Upper: -1, Lower: 7})
+	w.PutUhugeint(1, 2)
+	w.PutOptIdx(OptIdx{})
+	w.PutOptIdx(Idx(5))
+	w.PutPresent(false)
+	w.PutCount(2)
+	w.PutFloat64(1.5)
+	w.PutFloat32(-2)
+	w.PutEnd()
+	if w.Len() != len(w.Bytes()) || w.Bytes()[0] != 0xAA {
+		t.Fatal("Writer must append to dst")
+	}
+	r := NewReader(w.Bytes()[1:])
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(r.ExpectField(100))
+	if v, err := r.ReadUvarint(); err != nil || v != 300 {
+		t.Errorf("uvarint %d %v", v, err)
+	}
+	if v, err := r.ReadVarint(); err != nil || v != -65 {
+		t.Errorf("varint %d %v", v, err)
+	}
+	if v, err := r.ReadBool(); err != nil || !v {
+		t.Errorf("bool %v %v", v, err)
+	}
+	if v, err := r.ReadString(); err != nil || v != "duck" {
+		t.Errorf("string %q %v", v, err)
+	}
+	if v, err := r.ReadBlock(3); err != nil || !bytes.Equal(v, []byte{1, 2, 3}) {
+		t.Errorf("block %v %v", v, err)
+	}
+	if v, err := r.ReadHugeint(); err != nil || v != (Hugeint{-1, 7}) {
+		t.Errorf("hugeint %v %v", v, err)
+	}
+	if u, l, err := r.ReadUhugeint(); err != nil || u != 1 || l != 2 {
+		t.Errorf("uhugeint %d %d %v", u, l, err)
+	}
+	if v, err := r.ReadOptIdx(); err != nil || v.Valid {
+		t.Errorf("unset optional_idx %v %v", v, err)
+	}
+	if v, err := r.ReadOptIdx(); err != nil || v != Idx(5) {
+		t.Errorf("optional_idx %v %v", v, err)
+	}
+	if v, err := r.ReadPresent(); err != nil || v {
+		t.Errorf("pointer flag %v %v", v, err)
+	}
+	if v, err := r.ReadCount(1); err != nil || v != 2 {
+		t.Errorf("count %d %v", v, err)
+	}
+	if v, err := r.ReadFloat64(); err != nil || v != 1.5 {
+		t.Errorf("double %v %v", v, err)
+	}
+	if v, err := r.ReadFloat32(); err != nil || v != -2 {
+		t.Errorf("float %v %v", v, err)
+	}
+	must(r.ExpectEnd())
+	if r.Remaining() != 0 || r.Offset() != len(w.Bytes())-1 || len(r.Rest()) != 0 {
+		t.Errorf("%d bytes left", r.Remaining())
+	}
+	if _, err := r.ReadFloat64(); !errors.Is(err, ErrTruncated) {
+		t.Errorf("read past end: %v", err)
+	}
+}
