@@ -231,6 +231,12 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("read request", "err", err)
 		return
 	}
+	if wire.IsCompressed(body) {
+		if body, err = wire.Decompress(body, int(s.cfg.MaxMessageBytes)); err != nil {
+			s.writeError(w, fmt.Sprintf("malformed compressed message: %v", err))
+			return
+		}
+	}
 	h, rest, err := wire.DecodeHeader(body)
 	if err != nil {
 		s.writeError(w, fmt.Sprintf("malformed message header: %v", err))
@@ -437,8 +443,10 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 		rows.Close()
 		return errorResponse("Query did not return any columns")
 	}
+	// Q1 servers invent the result id; later 1.5-branch clients and Q3
+	// send their own, which is echoed.
 	uuid := req.QueryUUID
-	if sess.gen == wire.Q1 {
+	if sess.gen == wire.Q1 && !req.HasQueryUUID {
 		uuid = randomUUID()
 	}
 	res := startResult(rows, uuid, sess.gen)
