@@ -205,10 +205,10 @@ func checkCreate(s *stmt, v int, f findings) error {
 	}
 	if s.createTableAs(v) {
 		if f.volatile != "" {
-			return refuse("%s() in CREATE TABLE … AS cannot be evaluated once for all replicas; create the table first (CREATE TABLE t AS SELECT … LIMIT 0), then INSERT INTO t SELECT …, which duckraft evaluates once on the leader", f.volatile)
+			return refuse("%s() in CREATE TABLE … AS cannot be evaluated once for all replicas; create the table with its column types first, then INSERT INTO t SELECT …, which duckraft evaluates once on the leader", f.volatile)
 		}
 		if f.nodeLocal != "" {
-			return refuse("%s reads files local to each node; create the table first (CREATE TABLE t AS SELECT … LIMIT 0), then INSERT INTO t SELECT …, which duckraft reads once on the leader", f.nodeLocal)
+			return refuse("%s in CREATE TABLE … AS reads files local to each node; create the table with its column types first, then INSERT INTO t SELECT …, which duckraft reads once on the leader", f.nodeLocal)
 		}
 		return nil
 	}
@@ -347,7 +347,7 @@ func (s *stmt) call(k int, volatile Volatile, f *findings) error {
 		}
 		return nil
 	}
-	if !isCall {
+	if !isCall || s.objectName(k) {
 		return nil
 	}
 	switch {
@@ -367,6 +367,23 @@ func (s *stmt) call(k int, volatile Volatile, f *findings) error {
 		}
 	}
 	return nil
+}
+
+// namingWords precede the name of the object a statement creates or
+// inserts into, which may be followed by a parenthesis without being a call.
+var namingWords = map[string]bool{
+	"into": true, "table": true, "exists": true, "view": true, "macro": true,
+	"function": true, "index": true, "sequence": true, "type": true,
+}
+
+// objectName reports whether word k names a table or other object, as in
+// INSERT INTO random (a) or CREATE TABLE main.uuid (a INT).
+func (s *stmt) objectName(k int) bool {
+	for s.punct(k-1, '.') {
+		k -= 2
+	}
+	p := s.at(k - 1)
+	return p.Kind == TokIdent && namingWords[strings.ToLower(p.Text)]
 }
 
 func (f *findings) addClock(u clockUse, name string) {

@@ -53,6 +53,12 @@ func TestDeterministicRewrite(t *testing.T) {
 		{"SELECT nextval('s')", "SELECT nextval('s')"},
 		{"CREATE TABLE t (id INTEGER DEFAULT nextval('s'), x VARCHAR)", "CREATE TABLE t (id INTEGER DEFAULT nextval('s'), x VARCHAR)"},
 		{"UPDATE t SET x = 1;", "UPDATE t SET x = 1;"},
+		// Objects named like volatile functions are not calls.
+		{"CREATE TABLE uuid (a INT)", "CREATE TABLE uuid (a INT)"},
+		{"CREATE TABLE IF NOT EXISTS main.random (a INT)", "CREATE TABLE IF NOT EXISTS main.random (a INT)"},
+		{"INSERT INTO random (a) VALUES (1)", "INSERT INTO random (a) VALUES (1)"},
+		// FROM inside trim() and substring() does not name a file.
+		{"UPDATE t SET s = trim(both 'x' FROM s), u = substring(s FROM 'a.')", "UPDATE t SET s = trim(both 'x' FROM s), u = substring(s FROM 'a.')"},
 		{"EXPLAIN INSERT INTO t VALUES (random())", "EXPLAIN INSERT INTO t VALUES (random())"},
 	}
 	for _, tt := range tests {
@@ -105,7 +111,8 @@ func TestDeterministicRefused(t *testing.T) {
 		{"DELETE FROM t WHERE random() < 0.5", "random() in DELETE"},
 		{"UPDATE t SET id = uuid() FROM u", "uuid() in UPDATE"},
 		{"MERGE INTO t USING u ON t.k = u.k WHEN MATCHED THEN UPDATE SET x = random()", "random() in MERGE"},
-		{"CREATE TABLE t AS SELECT random() AS r", "create the table first"},
+		{"CREATE TABLE t AS SELECT random() AS r", "create the table with its column types first"},
+		{"CREATE OR REPLACE TABLE t AS FROM read_csv('x.csv')", "read_csv() in CREATE TABLE … AS reads files"},
 		{"CREATE TABLE t (a INT, b DOUBLE DEFAULT random())", "random() in a column default"},
 		{"CREATE TABLE t (a INT, at TIMESTAMP DEFAULT current_timestamp)", "current_timestamp in a column default"},
 		{"CREATE TABLE t (a INT, b DOUBLE GENERATED ALWAYS AS (random()))", "generated column"},
