@@ -93,7 +93,8 @@ func concat(toks []Token) string {
 }
 
 // FuzzLex checks that Lex never panics, covers its input exactly with
-// non-empty tokens at the right offsets, and that splitting never panics.
+// non-empty tokens at the right offsets, and that splitting and
+// Deterministic never panic on what it lexes.
 func FuzzLex(f *testing.F) {
 	for _, s := range []string{
 		"SELECT now(), 'now()', \"now\" -- now()\n/* /* now() */ */ FROM t",
@@ -115,5 +116,6 @@ func FuzzLex(f *testing.F) {
 			t.Fatalf("tokens concatenate to %q, want %q", got, sql)
 		}
 		SplitStatements(sql)
+		Deterministic(sql, leaderTime, testVolatile)
 	})
 }
