@@ -390,6 +390,20 @@ func TestReplicasAgree(t *testing.T) {
 	}
 }
 
+// TestReplicasDivergeUnplanned is the control for TestReplicasAgree: the
+// same write applied as written leaves the replicas different.
+func TestReplicasDivergeUnplanned(t *testing.T) {
+	replicas := []*replica{openReplica(t, "UTC"), openReplica(t, "UTC")}
+	var rows [2][]string
+	for i, r := range replicas {
+		r.exec(t, "CREATE TABLE r (x DOUBLE); INSERT INTO r SELECT random() FROM range(10)")
+		rows[i] = r.rows(t, "SELECT * FROM r ORDER BY ALL")
+	}
+	if reflect.DeepEqual(rows[0], rows[1]) {
+		t.Fatalf("replicas agree without a plan: %q", rows[0])
+	}
+}
+
 // TestSequenceOrderSingleThreaded checks nextval() over a source of several
 // row groups: replicas agree when they apply it on one thread. With more
 // threads DuckDB hands sequence values to rows in scheduling order, which
