@@ -92,6 +92,9 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 	defer close(r.done)
 	defer close(r.batches)
 	defer rows.Close()
+	// Chunks of one result encode to similar sizes; starting each buffer at
+	// the last size avoids regrowing it column by column.
+	size := 64 << 10
 	for {
 		b := batch{}
 		for len(b.chunks) < batchChunks {
@@ -104,11 +107,12 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 				b.last = true
 				break
 			}
-			enc, err := wire.AppendDataChunk(nil, c, g)
+			enc, err := wire.AppendDataChunk(make([]byte, 0, size+size/8), c, g)
 			if err != nil {
 				b.err = err
 				break
 			}
+			size = len(enc)
 			b.chunks = append(b.chunks, enc)
 			b.rows += c.Rows
 		}

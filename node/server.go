@@ -268,7 +268,7 @@ func (s *Server) writeError(w http.ResponseWriter, msg string) {
 }
 
 func (s *Server) write(w http.ResponseWriter, resp response) {
-	out, err := wire.AppendMessage(nil, resp.gen, resp.header, resp.body)
+	out, err := wire.AppendMessage(make([]byte, 0, encodedSize(resp.body)), resp.gen, resp.header, resp.body)
 	if err != nil {
 		s.log.Error("encode response", "type", resp.header.Type, "err", err)
 		out, _ = wire.AppendMessage(nil, wire.Q1, wire.Header{Type: wire.MsgErrorResponse},
@@ -279,6 +279,23 @@ func (s *Server) write(w http.ResponseWriter, resp response) {
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Content-Length", fmt.Sprint(len(out)))
 	w.Write(out)
+}
+
+// encodedSize estimates a response's size so that it is encoded into one
+// allocation: results carry megabytes of pre-encoded chunks.
+func encodedSize(m wire.Message) int {
+	var chunks [][]byte
+	switch m := m.(type) {
+	case *wire.PrepareResponse:
+		chunks = m.Encoded
+	case *wire.FetchResponse:
+		chunks = m.Encoded
+	}
+	n := 4096
+	for _, c := range chunks {
+		n += len(c) + 8
+	}
+	return n
 }
 
 func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) response {

@@ -21,7 +21,7 @@ const testToken = "test-token-0123"
 
 // startServer serves a fresh on-disk database on a free loopback port and
 // returns its address.
-func startServer(t *testing.T, mod func(*node.Config)) (string, *node.Server) {
+func startServer(t testing.TB, mod func(*node.Config)) (string, *node.Server) {
 	t.Helper()
 	db, err := engine.Open(t.TempDir()+"/test.db", engine.Options{Threads: 2})
 	if err != nil {
@@ -48,12 +48,12 @@ func startServer(t *testing.T, mod func(*node.Config)) (string, *node.Server) {
 	return "quack:" + l.Addr().String(), srv
 }
 
-func connect(t *testing.T, addr string, g wire.Generation) *client.Conn {
+func connect(t testing.TB, addr string, g wire.Generation) *client.Conn {
 	t.Helper()
 	return connectWith(t, addr, g, testToken)
 }
 
-func connectWith(t *testing.T, addr string, g wire.Generation, token string) *client.Conn {
+func connectWith(t testing.TB, addr string, g wire.Generation, token string) *client.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -65,7 +65,7 @@ func connectWith(t *testing.T, addr string, g wire.Generation, token string) *cl
 	return c
 }
 
-func exec(t *testing.T, c *client.Conn, sql string) {
+func exec(t testing.TB, c *client.Conn, sql string) {
 	t.Helper()
 	if _, err := c.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)

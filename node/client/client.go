@@ -234,7 +234,7 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 		return wire.Header{}, nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := readBody(resp)
 	if err != nil {
 		return wire.Header{}, nil, fmt.Errorf("read response: %w", err)
 	}
@@ -254,6 +254,19 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 		return rh, nil, &ServerError{Message: e.Message}
 	}
 	return rh, msg, nil
+}
+
+// readBody reads a response body into one allocation when its length is
+// known: result batches are megabytes.
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n < 1<<31 {
+		data := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, data); err != nil {
+			return nil, err
+		}
+		return data, nil
+	}
+	return io.ReadAll(resp.Body)
 }
 
 func (c *Conn) heartbeat() {
