@@ -57,6 +57,12 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, changed: make(chan struct{})}
+	// Casts of the leader's timestamps (now()::DATE) must not depend on
+	// each node's time zone.
+	if _, err := conn.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("pin apply time zone: %w", err)
+	}
 	if err := f.init(); err != nil {
 		conn.Close()
 		return nil, err
@@ -261,6 +267,13 @@ var errTxnBroken = errors.New("a statement ended the apply transaction")
 // deterministically the transaction is rolled back and the batch re-applied
 // without it; the failure becomes that command's result on every node.
 func (f *fsm) applyWork(work []pending, prev, last uint64) error {
+	if serialApply(work) {
+		restore, err := f.singleThreaded()
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
 	failed := make(map[int]error)
 	for attempt := 1; ; {
 		at, err := f.tryApply(work, failed, prev, last)
@@ -279,6 +292,75 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 		attempt++
 	}
+}
+
+// serialApply reports whether work holds a statement that reads rows while
+// it writes (INSERT … SELECT, UPDATE, DELETE, CREATE TABLE … AS). DuckDB runs
+// those on several threads, and then the order in which nextval hands out
+// values or a floating-point sum adds up differs from node to node.
+func serialApply(work []pending) bool {
+	var stmts []wal.Statement
+	for _, p := range work {
+		switch e := p.cmd.Entry.(type) {
+		case wal.Statement:
+			stmts = append(stmts, e)
+		case wal.Txn:
+			for _, te := range e.Entries {
+				if st, ok := te.(wal.Statement); ok {
+					stmts = append(stmts, st)
+				}
+			}
+		}
+	}
+	for _, st := range stmts {
+		toks, err := wal.Lex(st.SQL)
+		if err != nil {
+			return true
+		}
+		for _, t := range toks {
+			if t.Kind == wal.TokIdent && (t.Is("select") || t.Is("from") || t.Is("update") || t.Is("delete")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// singleThreaded makes DuckDB run on one thread until restore is called.
+// The setting is global, so reads on this node run single-threaded for the
+// moment too; only batches that need it pay that.
+func (f *fsm) singleThreaded() (restore func(), err error) {
+	ctx := context.Background()
+	threads, err := f.threadCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if threads <= 1 {
+		return func() {}, nil
+	}
+	if _, err := f.conn.Exec(ctx, "SET GLOBAL threads = 1"); err != nil {
+		return nil, fmt.Errorf("limit apply to one thread: %w", err)
+	}
+	return func() {
+		if _, err := f.conn.Exec(ctx, fmt.Sprintf("SET GLOBAL threads = %d", threads)); err != nil {
+			f.log.Error("restore DuckDB threads", "threads", threads, "err", err)
+		}
+	}, nil
+}
+
+func (f *fsm) threadCount(ctx context.Context) (int, error) {
+	res, err := f.conn.Query(ctx, "SELECT current_setting('threads')::BIGINT")
+	if err != nil {
+		return 0, fmt.Errorf("read threads setting: %w", err)
+	}
+	defer res.Close()
+	c, err := res.Next()
+	if err != nil || c == nil || c.Rows == 0 {
+		return 0, fmt.Errorf("read threads setting: %v", err)
+	}
+	v, err := c.Columns[0].Value(0)
+	n, _ := v.(int64)
+	return int(n), err
 }
 
 // tryApply runs one attempt. On a command's failure it returns the

@@ -15,9 +15,12 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing"
 )
 
 func main() {
@@ -134,10 +137,41 @@ func run(args []string) error {
 	}
 	defer db.Close()
 
+	store, err := replication.Open(replication.Config{
+		ID:        c.id,
+		Dir:       filepath.Join(c.data, "raft"),
+		RaftAddr:  c.raftAddr,
+		Bootstrap: c.join == "",
+		DB:        db,
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	members, err := startMembership(c, token, store, log)
+	if err != nil {
+		return err
+	}
+	defer members.Close()
+
+	exec, err := routing.New(routing.Config{
+		Store:     store,
+		Directory: members,
+		DB:        db,
+		Token:     token,
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
 	cfg := node.Config{
 		DB:              db,
 		Authenticator:   node.TokenAuth{Token: token},
+		Executor:        exec,
 		MaxMessageBytes: c.maxMessageBytes,
+		HiddenSchemas:   []string{replication.MetaSchema},
 		Logger:          log,
 	}
 	if c.authorizer != "" {
@@ -147,29 +181,37 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle(routing.WritePath, exec.Handler())
+	mux.Handle(routing.StatusPath, routing.StatusHandler(token, func() routing.Status { return status(store, members) }))
+	mux.Handle("/", srv.Handler())
+
 	l, err := net.Listen("tcp", c.quackAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.quackAddr, err)
 	}
-	scheme := "quack"
 	if c.tlsCert != "" {
 		l, err = tlsListener(l, c.tlsCert, c.tlsKey)
 		if err != nil {
 			return err
 		}
 	}
-	log.Info("serving Quack", "id", c.id, "addr", l.Addr().String(), "data", c.data, "duckdb", db.Version())
-	fmt.Printf("duckraftd %s: Quack on %s:%s  token %s\n", c.id, scheme, l.Addr(), token)
+	log.Info("serving Quack", "id", c.id, "addr", l.Addr().String(), "raft", c.raftAddr, "gossip", c.gossipAddr,
+		"data", c.data, "duckdb", db.Version())
+	fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.id, l.Addr(), token)
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", l.Addr(), token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, l.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- hs.Serve(l) }()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		hs.Close()
 		srv.Close()
 		return nil
 	case err := <-errc:

@@ -1,0 +1,51 @@
+package routing
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+)
+
+// StatusPath serves a node's view of the cluster as JSON (GET, with the
+// cluster token as a bearer token).
+const StatusPath = "/duckraft/v1/status"
+
+// Status is a node's view of itself and of the cluster.
+type Status struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	LeaderID string `json:"leader_id"`
+	Applied  uint64 `json:"applied_index"`
+	Commit   uint64 `json:"commit_index"`
+	// Members are the nodes this node knows, from gossip and Raft.
+	Members []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one node as seen from another.
+type MemberStatus struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	State     string `json:"state"`
+	RaftAddr  string `json:"raft_addr"`
+	QuackAddr string `json:"quack_addr"`
+	Applied   uint64 `json:"applied_index"`
+	Lag       uint64 `json:"lag"`
+	Load      int    `json:"load"`
+	Leader    bool   `json:"leader"`
+	// InRaft and Voter describe the member's place in the Raft
+	// configuration, as the reporting node knows it.
+	InRaft bool `json:"in_raft"`
+	Voter  bool `json:"voter"`
+}
+
+// StatusHandler serves StatusPath from status.
+func StatusHandler(token string, status func() Status) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+			http.Error(w, "Authentication failed", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(status())
+	})
+}
