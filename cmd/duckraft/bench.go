@@ -24,7 +24,8 @@ import (
 	"github.com/duckraft/duckraft/node/wire"
 )
 
-const benchUsage = `usage: duckraft bench bulk [flags]   SELECT * of a lineitem-shaped table: duckraftd vs in-process Arrow
+const benchUsage = `usage: duckraft bench bulk [flags]     SELECT * of a lineitem-shaped table: duckraftd vs in-process Arrow
+       duckraft bench writes [flags]   single-row INSERT transactions/s on a 3-node cluster
 
 flags:
 `
@@ -38,6 +39,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "bulk":
 		err = benchBulk(args[1:], stdout, stderr)
+	case "writes":
+		err = benchWrites(args[1:], stdout, stderr)
 	case "scan":
 		err = benchScan(args[1:], stdout)
 	default:

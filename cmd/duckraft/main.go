@@ -30,14 +30,20 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 const usage = `usage: duckraft [flags]                 interactive shell
        duckraft [flags] -c SQL [-c SQL]  run statements and exit
-       duckraft bench bulk [flags]       bulk-scan benchmark (see duckraft bench -h)
+       duckraft status [--server S]      the cluster's members as one node sees them
+       duckraft bench bulk|writes        benchmarks (see duckraft bench)
 
 flags:
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "bench" {
-		return runBench(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "bench":
+			return runBench(args[1:], stdout, stderr)
+		case "status":
+			return runStatus(args[1:], stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("duckraft", flag.ContinueOnError)
 	fs.SetOutput(stderr)
