@@ -1,0 +1,145 @@
+// Package cluster finds duckraft nodes with gossip (hashicorp/memberlist), spreads each
+// node's metadata, notices failures, and keeps the Raft configuration in line with the
+// live members.
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// MetaMaxSize is memberlist's limit on a node's metadata; Encode refuses anything larger.
+const MetaMaxSize = 512
+
+// metaVersion is the first byte of an encoded Meta. Versions only ever append fields, so a
+// decoder reads the fields it knows and ignores the rest.
+const metaVersion = 1
+
+// Errors returned by DecodeMeta and Meta.Encode.
+var (
+	ErrMetaTooLarge = errors.New("cluster: node metadata larger than 512 bytes")
+	ErrMetaVersion  = errors.New("cluster: unknown node metadata version")
+	ErrMetaCorrupt  = errors.New("cluster: corrupt node metadata")
+)
+
+// Role is the role a node asks for. RoleVoter nodes vote while the cluster has fewer than
+// its target number of voters; RoleReplica nodes (started with --replica) never vote.
+type Role uint8
+
+const (
+	RoleVoter Role = iota
+	RoleReplica
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleVoter:
+		return "voter"
+	case RoleReplica:
+		return "replica"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Meta is what a node gossips about itself.
+type Meta struct {
+	ID           string
+	Role         Role
+	RaftAddr     string
+	QuackAddr    string
+	AppliedIndex uint64 // last Raft index applied to this node's DuckDB
+	Load         uint64 // open sessions plus in-flight requests, for routing
+	Leader       bool   // this node is the Raft leader
+	LeaderID     string // the leader this node knows of, "" if none
+}
+
+const (
+	flagLeader  = 1 << 0
+	flagReplica = 1 << 1
+)
+
+// Encode returns the compact binary form of m: version, flags, applied index and load as
+// uvarints, then ID, RaftAddr, QuackAddr and LeaderID as uvarint-length-prefixed strings.
+func (m Meta) Encode() ([]byte, error) {
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+4+len(m.ID)+len(m.RaftAddr)+len(m.QuackAddr)+len(m.LeaderID))
+	var flags byte
+	if m.Leader {
+		flags |= flagLeader
+	}
+	switch m.Role {
+	case RoleVoter:
+	case RoleReplica:
+		flags |= flagReplica
+	default:
+		return nil, fmt.Errorf("cluster: encode meta: invalid %v", m.Role)
+	}
+	b = append(b, metaVersion, flags)
+	b = binary.AppendUvarint(b, m.AppliedIndex)
+	b = binary.AppendUvarint(b, m.Load)
+	for _, s := range []string{m.ID, m.RaftAddr, m.QuackAddr, m.LeaderID} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	if len(b) > MetaMaxSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMetaTooLarge, len(b))
+	}
+	return b, nil
+}
+
+// DecodeMeta parses what Encode produced. It never panics on arbitrary input.
+func DecodeMeta(b []byte) (Meta, error) {
+	var m Meta
+	if len(b) < 2 {
+		return m, fmt.Errorf("%w: %d bytes", ErrMetaCorrupt, len(b))
+	}
+	if b[0] < metaVersion {
+		return m, fmt.Errorf("%w: %d", ErrMetaVersion, b[0])
+	}
+	flags := b[1]
+	m.Leader = flags&flagLeader != 0
+	if flags&flagReplica != 0 {
+		m.Role = RoleReplica
+	}
+	d := decoder{b: b[2:]}
+	m.AppliedIndex = d.uvarint()
+	m.Load = d.uvarint()
+	m.ID = d.string()
+	m.RaftAddr = d.string()
+	m.QuackAddr = d.string()
+	m.LeaderID = d.string()
+	if d.err {
+		return Meta{}, ErrMetaCorrupt
+	}
+	return m, nil
+}
+
+// decoder reads fields in order and remembers the first failure, so callers check once.
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
