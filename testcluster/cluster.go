@@ -147,7 +147,7 @@ func freeAddr(t testing.TB) string {
 
 func (n *Node) args() []string {
 	a := []string{"--id", n.ID, "--data", n.Dir, "--quack", n.QuackAddr, "--raft", n.RaftAddr,
-		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug"}
+		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"}
 	if n.join != "" {
 		a = append(a, "--join", n.join)
 	}

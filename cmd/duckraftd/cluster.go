@@ -1,34 +1,145 @@
 package main
 
 import (
+	"context"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
-	"strconv"
+	"time"
 
+	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
 )
 
-// membership knows the cluster's members and their Quack addresses.
+// membership is this node's gossip membership and the reconciler that keeps
+// the Raft configuration in line with it.
 type membership struct {
-	self      string
-	quackAddr string
+	gossip *cluster.Gossip
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-func startMembership(c *config, token string, store *replication.Store, log *slog.Logger) (*membership, error) {
-	return &membership{self: c.id, quackAddr: c.quackAddr}, nil
+// raftAdapter presents replication's Store as the reconciler's Raft.
+type raftAdapter struct{ s *replication.Store }
+
+func (a raftAdapter) IsLeader() bool                    { return a.s.IsLeader() }
+func (a raftAdapter) AddVoter(id, addr string) error    { return a.s.Join(id, addr, true) }
+func (a raftAdapter) AddNonvoter(id, addr string) error { return a.s.Join(id, addr, false) }
+func (a raftAdapter) DemoteVoter(id string) error       { return a.s.Demote(id) }
+func (a raftAdapter) RemoveServer(id string) error      { return a.s.Remove(id) }
+func (a raftAdapter) AppliedIndex() uint64              { return a.s.AppliedIndex() }
+
+func (a raftAdapter) Servers() ([]cluster.Server, error) {
+	conf, err := a.s.Configuration()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cluster.Server, len(conf))
+	for i, s := range conf {
+		out[i] = cluster.Server{ID: s.ID, Address: s.Addr, Voter: s.Voter}
+	}
+	return out, nil
 }
 
-// QuackAddr implements routing.Directory.
+// startMembership starts gossip, joins the cluster through --join if given,
+// and runs the reconciler. load reports this node's open sessions.
+func startMembership(c *config, token string, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
+	role := cluster.RoleVoter
+	if c.replica {
+		role = cluster.RoleReplica
+	}
+	timing := cluster.LANTiming()
+	if c.gossipProfile == "loopback" {
+		timing = cluster.LoopbackTiming()
+	}
+	var key []byte
+	if c.clusterKey != "" {
+		k, err := hex.DecodeString(c.clusterKey)
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return nil, fmt.Errorf("--cluster-key must be 32, 48 or 64 hex digits")
+		}
+		key = k
+	}
+	g, err := cluster.NewGossip(cluster.Config{
+		Meta:     cluster.Meta{ID: c.id, Role: role, RaftAddr: c.raftAddr, QuackAddr: c.quackAddr},
+		BindAddr: c.gossipAddr,
+		Key:      key,
+		Token:    token,
+		Status: func() cluster.Status {
+			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
+		},
+		Timing: timing,
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.join != "" {
+		if err := joinWithRetry(g, c.join, 30*time.Second, log); err != nil {
+			g.Shutdown()
+			return nil, err
+		}
+	}
+	rec, err := cluster.NewReconciler(cluster.ReconcilerConfig{
+		ID:         c.id,
+		Raft:       raftAdapter{store},
+		Membership: g,
+		Events:     g.Subscribe(),
+		Voters:     c.voters,
+		ReapAfter:  c.reapAfter,
+		Logger:     log,
+	})
+	if err != nil {
+		g.Shutdown()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &membership{gossip: g, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		rec.Run(ctx)
+	}()
+	return m, nil
+}
+
+// joinWithRetry joins through addr, retrying while the member may still be
+// starting.
+func joinWithRetry(g *cluster.Gossip, addr string, timeout time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := g.Join(addr)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("join %s: %w", addr, err)
+		}
+		log.Warn("join failed, retrying", "addr", addr, "err", err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// QuackAddr implements routing.Directory from gossip metadata.
 func (m *membership) QuackAddr(id string) (string, bool) {
-	if id == m.self {
-		return m.quackAddr, true
+	for _, mem := range m.gossip.Members() {
+		if mem.Meta.ID == id && mem.State != cluster.StateDead && mem.State != cluster.StateLeft {
+			return mem.Meta.QuackAddr, mem.Meta.QuackAddr != ""
+		}
 	}
 	return "", false
 }
 
-func (m *membership) Close() error { return nil }
+// Close leaves the gossip pool and stops the reconciler.
+func (m *membership) Close() error {
+	m.cancel()
+	<-m.done
+	m.gossip.Leave(time.Second)
+	return m.gossip.Shutdown()
+}
 
-// status assembles this node's view of the cluster.
+// status assembles this node's view of the cluster: Raft's configuration
+// joined with what gossip says of each member.
 func status(store *replication.Store, m *membership) routing.Status {
 	stats := store.Stats()
 	st := routing.Status{
@@ -38,16 +149,44 @@ func status(store *replication.Store, m *membership) routing.Status {
 		Applied:  store.AppliedIndex(),
 		Commit:   store.CommitIndex(),
 	}
-	servers, _ := store.Servers()
-	for id, addr := range servers {
-		ms := routing.MemberStatus{ID: id, RaftAddr: addr, InRaft: true, Voter: true, Leader: id == st.LeaderID}
-		ms.QuackAddr, _ = m.QuackAddr(id)
-		if id == st.ID {
-			ms.Applied, ms.State = st.Applied, "alive"
-			ms.Lag = st.Commit - min(st.Commit, st.Applied)
+	members := map[string]cluster.Member{}
+	for _, mem := range m.gossip.Members() {
+		members[mem.Meta.ID] = mem
+	}
+	conf, _ := store.Configuration()
+	seen := map[string]bool{}
+	add := func(ms routing.MemberStatus, mem cluster.Member, ok bool) {
+		if ok {
+			ms.State = mem.State.String()
+			ms.QuackAddr = mem.Meta.QuackAddr
+			ms.Applied = mem.Meta.AppliedIndex
+			ms.Load = int(mem.Meta.Load)
+			ms.Lag = st.Commit - min(st.Commit, ms.Applied)
+			if ms.Role == "" {
+				ms.Role = mem.Meta.Role.String()
+			}
+		} else {
+			ms.State = "unknown"
 		}
+		ms.Leader = ms.ID == st.LeaderID
 		st.Members = append(st.Members, ms)
 	}
-	_ = strconv.Itoa
+	for _, srv := range conf {
+		role := "nonvoter"
+		if srv.Voter {
+			role = "voter"
+		}
+		mem, ok := members[srv.ID]
+		if ok && mem.Meta.Role == cluster.RoleReplica {
+			role = "replica"
+		}
+		seen[srv.ID] = true
+		add(routing.MemberStatus{ID: srv.ID, Role: role, RaftAddr: srv.Addr, InRaft: true, Voter: srv.Voter}, mem, ok)
+	}
+	for id, mem := range members {
+		if !seen[id] {
+			add(routing.MemberStatus{ID: id, RaftAddr: mem.Meta.RaftAddr}, mem, true)
+		}
+	}
 	return st
 }

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +36,7 @@ type config struct {
 	id, data              string
 	quackAddr, raftAddr   string
 	gossipAddr, join      string
-	token, tokenFile      string
+	token                 string
 	tlsCert, tlsKey       string
 	authorizer            string
 	allowExternalAccess   bool
@@ -43,7 +44,10 @@ type config struct {
 	maxMessageBytes       int64
 	threads               int
 	memoryLimit, logLevel string
-	printToken            bool
+	voters                int
+	reapAfter             time.Duration
+	clusterKey            string
+	gossipProfile         string
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -57,6 +61,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.gossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
 	fs.StringVar(&c.join, "join", "", "gossip address of a live member to join")
 	fs.BoolVar(&c.replica, "replica", false, "run as a non-voting read replica")
+	fs.IntVar(&c.voters, "voters", 3, "number of voting members the cluster keeps")
+	fs.DurationVar(&c.reapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
+	fs.StringVar(&c.clusterKey, "cluster-key", "", "gossip encryption key, 32/48/64 hex digits (default: derived from the token)")
+	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
 	fs.StringVar(&c.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN); generated and kept in the data directory when empty")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
@@ -150,7 +158,14 @@ func run(args []string) error {
 	}
 	defer store.Close()
 
-	members, err := startMembership(c, token, store, log)
+	var srvRef atomic.Pointer[node.Server]
+	load := func() uint64 {
+		if s := srvRef.Load(); s != nil {
+			return uint64(s.SessionCount())
+		}
+		return 0
+	}
+	members, err := startMembership(c, token, store, load, log)
 	if err != nil {
 		return err
 	}
@@ -181,6 +196,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	srvRef.Store(srv)
 	mux := http.NewServeMux()
 	mux.Handle(routing.WritePath, exec.Handler())
 	mux.Handle(routing.StatusPath, routing.StatusHandler(token, func() routing.Status { return status(store, members) }))
