@@ -119,19 +119,18 @@ type Config struct {
 // State is a member's liveness as gossip sees it.
 type State uint8
 
+// memberlist v0.5.4 does not expose suspicion (Node.State is never set), so a suspect node
+// reads as alive until it is declared dead.
 const (
-	StateAlive   State = iota
-	StateSuspect       // missed probes; dead unless it refutes soon
-	StateDead          // failed
-	StateLeft          // left gracefully
+	StateAlive State = iota
+	StateDead        // failed
+	StateLeft        // left gracefully
 )
 
 func (s State) String() string {
 	switch s {
 	case StateAlive:
 		return "alive"
-	case StateSuspect:
-		return "suspect"
 	case StateDead:
 		return "dead"
 	case StateLeft:
@@ -280,6 +279,20 @@ func (g *Gossip) Join(addrs ...string) (int, error) {
 // Leave tells the cluster this node is leaving and waits up to timeout for the message to
 // go out. Call Shutdown afterwards.
 func (g *Gossip) Leave(timeout time.Duration) error {
+	// memberlist reports a left node like a failed one, so mark the metadata first: the
+	// others then report StateLeft (if the update reaches them before the leave).
+	g.mu.Lock()
+	g.static.Leaving = true
+	m := g.meta
+	m.Leaving = true
+	encoded, err := m.Encode()
+	if err == nil {
+		g.meta, g.encoded = m, encoded
+	}
+	g.mu.Unlock()
+	if err := g.ml.UpdateNode(timeout); err != nil {
+		g.log.Debug("leaving flag not yet sent", "err", err)
+	}
 	if err := g.ml.Leave(timeout); err != nil {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}
@@ -324,19 +337,10 @@ func (g *Gossip) Subscribe() <-chan Event {
 // Members returns every node this node has seen, this node included, sorted by ID. Dead
 // and left members stay listed with the time they went away.
 func (g *Gossip) Members() []Member {
-	suspect := make(map[string]bool)
-	for _, n := range g.ml.Members() {
-		if n.State == memberlist.StateSuspect {
-			suspect[n.Name] = true
-		}
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]Member, 0, len(g.members))
 	for _, m := range g.members {
-		if m.State == StateAlive && suspect[m.Meta.ID] {
-			m.State = StateSuspect
-		}
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Meta.ID, b.Meta.ID) })
@@ -367,15 +371,16 @@ func (g *Gossip) refresh() {
 			return
 		case now = <-tick.C:
 		}
-		m := g.static
 		s := g.status()
+		g.mu.Lock()
+		m, cur := g.static, g.meta
+		g.mu.Unlock()
 		m.AppliedIndex, m.Load, m.Leader, m.LeaderID = s.AppliedIndex, s.Load, s.Leader, s.LeaderID
-		cur := g.LocalMeta()
 		if m == cur {
 			continue
 		}
-		leaderChanged := m.Leader != cur.Leader || m.LeaderID != cur.LeaderID
-		if !leaderChanged && now.Sub(lastPush) < indexInterval {
+		urgent := m.Leader != cur.Leader || m.LeaderID != cur.LeaderID || m.Leaving != cur.Leaving
+		if !urgent && now.Sub(lastPush) < indexInterval {
 			continue
 		}
 		encoded, err := m.Encode()
@@ -461,8 +466,11 @@ func (d *eventDelegate) NotifyUpdate(n *memberlist.Node) {
 	(*Gossip)(d).emit(EventUpdate, n, StateAlive)
 }
 
+// NotifyLeave is called for failed and left nodes alike (memberlist does not say which), so
+// the node's last gossiped Leaving flag decides.
 func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
-	if n.State == memberlist.StateLeft {
+	meta, err := DecodeMeta(n.Meta)
+	if err == nil && meta.Leaving {
 		(*Gossip)(d).emit(EventLeave, n, StateLeft)
 		return
 	}

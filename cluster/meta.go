@@ -52,11 +52,13 @@ type Meta struct {
 	Load         uint64 // open sessions plus in-flight requests, for routing
 	Leader       bool   // this node is the Raft leader
 	LeaderID     string // the leader this node knows of, "" if none
+	Leaving      bool   // the node is leaving gracefully (Gossip.Leave)
 }
 
 const (
 	flagLeader  = 1 << 0
 	flagReplica = 1 << 1
+	flagLeaving = 1 << 2
 )
 
 // Encode returns the compact binary form of m: version, flags, applied index and load as
@@ -66,6 +68,9 @@ func (m Meta) Encode() ([]byte, error) {
 	var flags byte
 	if m.Leader {
 		flags |= flagLeader
+	}
+	if m.Leaving {
+		flags |= flagLeaving
 	}
 	switch m.Role {
 	case RoleVoter:
@@ -98,6 +103,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	flags := b[1]
 	m.Leader = flags&flagLeader != 0
+	m.Leaving = flags&flagLeaving != 0
 	if flags&flagReplica != 0 {
 		m.Role = RoleReplica
 	}

@@ -135,15 +135,6 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		{
-			name:    "suspect voter is neither reaped nor promoted over",
-			servers: []Server{voter("n1"), voter("n2"), voter("n3"), nonvoter("n4")},
-			members: []Member{alive("n1", 10), alive("n2", 10), member("n3", StateSuspect, RoleVoter, 10, 0), alive("n4", 10)},
-			applied: 10,
-			steps: []step{
-				{at: time.Minute, want: []Server{voter("n1"), voter("n2"), voter("n3"), nonvoter("n4")}},
-			},
-		},
-		{
 			name:    "removal refused when live voters would not be a majority",
 			servers: []Server{voter("n1"), voter("n2"), voter("n3"), nonvoter("n4")},
 			members: []Member{alive("n1", 10), dead("n2", 0), dead("n3", 0), alive("n4", 10)},
