@@ -413,7 +413,7 @@ func (g *Gossip) emit(kind EventKind, n *memberlist.Node, state State) {
 	}
 	old, known := g.members[n.Name]
 	if err != nil {
-		g.log.Warn("ignoring node with bad metadata", "node", n.Name, "addr", n.Address(), "err", err)
+		g.log.Warn("ignoring member with bad metadata", "member", n.Name, "addr", n.Address(), "err", err)
 		if !known {
 			return
 		}
@@ -425,12 +425,12 @@ func (g *Gossip) emit(kind EventKind, n *memberlist.Node, state State) {
 		m.LastChange = time.Now()
 	}
 	g.members[n.Name] = m
-	g.log.Debug("member "+kind.String(), "node", n.Name, "addr", m.GossipAddr, "state", state)
+	g.log.Debug("member "+kind.String(), "member", n.Name, "addr", m.GossipAddr, "state", state)
 	for _, ch := range g.subs {
 		select {
 		case ch <- Event{Kind: kind, Member: m}:
 		default:
-			g.log.Debug("event dropped for slow subscriber", "kind", kind, "node", n.Name)
+			g.log.Debug("event dropped for slow subscriber", "kind", kind, "member", n.Name)
 		}
 	}
 }

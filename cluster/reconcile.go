@@ -259,7 +259,7 @@ func (r *Reconciler) next(servers []Server, members map[string]Member, now time.
 		refused[key] = true
 		if !r.refused[key] {
 			r.log.Warn("membership change refused: remaining live voters would not be a majority",
-				"action", act.kind.String(), "node", s.ID, "reason", act.reason, "voters", len(voters))
+				"action", act.kind.String(), "server", s.ID, "reason", act.reason, "voters", len(voters))
 		}
 		return true
 	}
@@ -372,6 +372,6 @@ func (r *Reconciler) apply(act action) error {
 		return fmt.Errorf("cluster: %s %s: %w", act.kind, act.id, err)
 	}
 	delete(r.caughtUp, act.id)
-	r.log.Info("membership changed", "action", act.kind.String(), "node", act.id, "addr", act.addr, "reason", act.reason)
+	r.log.Info("membership changed", "action", act.kind.String(), "server", act.id, "addr", act.addr, "reason", act.reason)
 	return nil
 }
