@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
@@ -38,14 +39,24 @@ type MemberStatus struct {
 	Voter  bool `json:"voter"`
 }
 
-// StatusHandler serves StatusPath from status.
-func StatusHandler(token string, status func() Status) http.Handler {
+// HashPath serves the node's state hash as JSON: a digest of its schema and
+// rows at its applied index, equal on nodes that hold equal data.
+const HashPath = "/duckraft/v1/hash"
+
+// JSONHandler serves what get returns as JSON to requests that carry the
+// cluster token as a bearer token.
+func JSONHandler(token string, get func(ctx context.Context) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
 			http.Error(w, "Authentication failed", http.StatusUnauthorized)
 			return
 		}
+		v, err := get(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(status())
+		json.NewEncoder(w).Encode(v)
 	})
 }

@@ -94,6 +94,7 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 		}
 	}
 	c.WaitForMembers(t, voters+opts.Replicas, 30*time.Second)
+	c.WaitForVoters(t, voters, 30*time.Second)
 	return c
 }
 
@@ -322,6 +323,95 @@ func (n *Node) Status() (routing.Status, error) {
 	return st, err
 }
 
+// StateHash asks n for its state hash: equal hashes at equal applied
+// indexes mean equal data.
+func (n *Node) StateHash() (index uint64, hash string, err error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+n.QuackAddr+routing.HashPath, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+Token)
+	resp, err := statusClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, "", fmt.Errorf("hash of %s: %s: %s", n.ID, resp.Status, b)
+	}
+	var h struct {
+		Index uint64 `json:"applied_index"`
+		Hash  string `json:"hash"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	return h.Index, h.Hash, err
+}
+
+// WaitConverged waits until every running node reports the same state hash
+// at the same applied index, and returns that hash.
+func (c *Cluster) WaitConverged(t testing.TB, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var idx uint64
+		var hash string
+		same, n := true, 0
+		for _, node := range c.Nodes {
+			if !node.Running() {
+				continue
+			}
+			i, h, err := node.StateHash()
+			if err != nil {
+				same = false
+				break
+			}
+			if n > 0 && (i != idx || h != hash) {
+				same = false
+			}
+			idx, hash = i, h
+			n++
+		}
+		if same && n > 0 {
+			return hash
+		}
+		if time.Now().After(deadline) {
+			for _, node := range c.Nodes {
+				if node.Running() {
+					i, h, err := node.StateHash()
+					t.Logf("%s: index %d hash %s err %v", node.ID, i, h, err)
+				}
+			}
+			t.Fatalf("nodes did not converge within %v", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// AddNode starts one more node that joins through the first node's gossip
+// address, and waits until it is in the Raft configuration.
+func (c *Cluster) AddNode(t testing.TB, replica bool) *Node {
+	t.Helper()
+	n := &Node{
+		c:          c,
+		ID:         fmt.Sprintf("n%d", len(c.Nodes)+1),
+		QuackAddr:  freeAddr(t),
+		RaftAddr:   freeAddr(t),
+		GossipAddr: freeAddr(t),
+		Replica:    replica,
+	}
+	n.Dir = filepath.Join(c.dir, n.ID)
+	for _, m := range c.Nodes {
+		if m.Running() {
+			n.join = m.GossipAddr
+			break
+		}
+	}
+	c.Nodes = append(c.Nodes, n)
+	n.start(t)
+	return n
+}
+
 // Leader returns the node that reports itself leader, or nil.
 func (c *Cluster) Leader() *Node {
 	for _, n := range c.Nodes {
@@ -374,6 +464,32 @@ func (c *Cluster) WaitForMembers(t testing.TB, n int, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("cluster did not reach %d members within %v", n, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitForVoters waits until the leader's Raft configuration holds n voters:
+// joiners start as non-voters and are promoted once caught up.
+func (c *Cluster) WaitForVoters(t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := c.Leader(); l != nil {
+			if st, err := l.Status(); err == nil {
+				voters := 0
+				for _, m := range st.Members {
+					if m.Voter {
+						voters++
+					}
+				}
+				if voters >= n {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster did not reach %d voters within %v", n, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

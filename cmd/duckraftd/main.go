@@ -48,6 +48,9 @@ type config struct {
 	reapAfter             time.Duration
 	clusterKey            string
 	gossipProfile         string
+	snapshotThreshold     uint64
+	trailingLogs          uint64
+	snapshotInterval      time.Duration
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -64,6 +67,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.reapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
 	fs.StringVar(&c.clusterKey, "cluster-key", "", "gossip encryption key, 32/48/64 hex digits (default: derived from the token)")
+	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 0, "log entries between snapshots (0: 8192)")
+	fs.Uint64Var(&c.trailingLogs, "trailing-logs", 0, "log entries kept after a snapshot (0: 4096)")
+	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
 	fs.StringVar(&c.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN); generated and kept in the data directory when empty")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
@@ -146,12 +152,15 @@ func run(args []string) error {
 	defer db.Close()
 
 	store, err := replication.Open(replication.Config{
-		ID:        c.id,
-		Dir:       filepath.Join(c.data, "raft"),
-		RaftAddr:  c.raftAddr,
-		Bootstrap: c.join == "",
-		DB:        db,
-		Logger:    log,
+		ID:                c.id,
+		Dir:               filepath.Join(c.data, "raft"),
+		RaftAddr:          c.raftAddr,
+		Bootstrap:         c.join == "",
+		DB:                db,
+		SnapshotThreshold: c.snapshotThreshold,
+		TrailingLogs:      c.trailingLogs,
+		SnapshotInterval:  c.snapshotInterval,
+		Logger:            log,
 	})
 	if err != nil {
 		return err
@@ -199,7 +208,8 @@ func run(args []string) error {
 	srvRef.Store(srv)
 	mux := http.NewServeMux()
 	mux.Handle(routing.WritePath, exec.Handler())
-	mux.Handle(routing.StatusPath, routing.StatusHandler(token, func() routing.Status { return status(store, members) }))
+	mux.Handle(routing.StatusPath, routing.JSONHandler(token, func(context.Context) (any, error) { return status(store, members), nil }))
+	mux.Handle(routing.HashPath, routing.JSONHandler(token, func(ctx context.Context) (any, error) { return store.StateHash(ctx) }))
 	mux.Handle("/", srv.Handler())
 
 	l, err := net.Listen("tcp", c.quackAddr)
