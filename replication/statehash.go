@@ -108,5 +108,3 @@ func queryStrings(ctx context.Context, conn *engine.Conn, q string) ([]string, e
 		}
 	}
 }
-
-
