@@ -46,7 +46,7 @@ func (r Role) String() string {
 type Meta struct {
 	ID           string
 	Role         Role
-	RaftAddr     string
+	RaftAddr     string // exactly as in the Raft configuration; a different string reads as a move
 	QuackAddr    string
 	AppliedIndex uint64 // last Raft index applied to this node's DuckDB
 	Load         uint64 // open sessions plus in-flight requests, for routing

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -66,6 +67,7 @@ type Reconciler struct {
 	cfg ReconcilerConfig
 	log *slog.Logger
 
+	mu sync.Mutex // serializes passes
 	// Tracking below is only meaningful while this node leads; it restarts from scratch
 	// when leadership is regained, which can only delay promotions and reaping.
 	caughtUp map[string]time.Time // non-voter → when it was first seen caught up
@@ -142,6 +144,8 @@ const maxActions = 32
 // Reconcile runs one pass: if this node leads, it makes Raft membership changes one at a
 // time, re-reading the configuration after each, until none is needed.
 func (r *Reconciler) Reconcile() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.cfg.Raft.IsLeader() {
 		clear(r.caughtUp)
 		clear(r.missing)
