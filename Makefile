@@ -4,7 +4,7 @@ BIN     := bin
 TAGS    := duckdb_arrow
 PKGS    := ./...
 # Packages with concurrency that must stay clean under the race detector.
-RACE_PKGS := ./node/... ./wal/... ./replication/...
+RACE_PKGS := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/...
 
 .PHONY: all build run test race vet fuzz bench chaos clean
 
@@ -17,6 +17,9 @@ build:
 # run starts a local node on loopback and prints how to connect.
 run: build
 	./scripts/run-local.sh
+
+# System tests start real duckraftd processes: the one just built.
+export DUCKRAFTD := $(CURDIR)/$(BIN)/duckraftd
 
 test: build vet
 	$(GO) test -tags $(TAGS) -count=1 -timeout 15m $(PKGS)
