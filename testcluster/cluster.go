@@ -36,6 +36,9 @@ type Options struct {
 	Replicas int
 	// Args are extra duckraftd flags for every node.
 	Args []string
+	// Proxy routes Raft traffic between nodes through in-process proxies
+	// so that Partition can cut links (see faults.go).
+	Proxy bool
 }
 
 // Cluster is a set of duckraftd processes forming one cluster.
@@ -44,19 +47,23 @@ type Cluster struct {
 	bin   string
 	dir   string
 	opts  Options
+	net   *network
 	Nodes []*Node
 }
 
 // Node is one duckraftd process.
 type Node struct {
-	c          *Cluster
-	ID         string
-	Dir        string
-	QuackAddr  string
-	RaftAddr   string
-	GossipAddr string
-	Replica    bool
-	join       string
+	c         *Cluster
+	ID        string
+	Dir       string
+	QuackAddr string
+	RaftAddr  string
+	// RaftAdvertise is the address peers dial for Raft when the cluster
+	// runs with Options.Proxy: the proxy in front of RaftAddr.
+	RaftAdvertise string
+	GossipAddr    string
+	Replica       bool
+	join          string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -87,6 +94,13 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(c.killAll)
+	if opts.Proxy {
+		c.net = newNetwork()
+		t.Cleanup(c.net.close)
+		for _, n := range c.Nodes {
+			c.net.add(t, n)
+		}
+	}
 	for _, n := range c.Nodes {
 		n.start(t)
 		if n == c.Nodes[0] {
@@ -154,6 +168,9 @@ func (n *Node) args() []string {
 	}
 	if n.Replica {
 		a = append(a, "--replica")
+	}
+	if n.RaftAdvertise != "" {
+		a = append(a, "--raft-advertise", n.RaftAdvertise)
 	}
 	return append(a, n.c.opts.Args...)
 }
@@ -408,6 +425,9 @@ func (c *Cluster) AddNode(t testing.TB, replica bool) *Node {
 		}
 	}
 	c.Nodes = append(c.Nodes, n)
+	if c.net != nil {
+		c.net.add(t, n)
+	}
 	n.start(t)
 	return n
 }

@@ -35,6 +35,7 @@ func main() {
 type config struct {
 	id, data              string
 	quackAddr, raftAddr   string
+	raftAdvertise         string
 	gossipAddr, join      string
 	token                 string
 	tlsCert, tlsKey       string
@@ -61,6 +62,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.data, "data", "./duckraft-data", "data directory")
 	fs.StringVar(&c.quackAddr, "quack", "127.0.0.1:9494", "Quack listen address (host:port)")
 	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:9495", "Raft listen address (host:port)")
+	fs.StringVar(&c.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial, if not --raft (tests route Raft through fault-injecting proxies)")
 	fs.StringVar(&c.gossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
 	fs.StringVar(&c.join, "join", "", "gossip address of a live member to join")
 	fs.BoolVar(&c.replica, "replica", false, "run as a non-voting read replica")
@@ -155,6 +157,7 @@ func run(args []string) error {
 		ID:                c.id,
 		Dir:               filepath.Join(c.data, "raft"),
 		RaftAddr:          c.raftAddr,
+		AdvertiseAddr:     c.raftAdvertise,
 		Bootstrap:         c.join == "",
 		DB:                db,
 		SnapshotThreshold: c.snapshotThreshold,
@@ -166,6 +169,12 @@ func run(args []string) error {
 		return err
 	}
 	defer store.Close()
+
+	if c.raftAdvertise != "" {
+		// Gossip tells the reconciler each node's Raft address exactly as
+		// the Raft configuration holds it: the advertised one.
+		c.raftAddr = c.raftAdvertise
+	}
 
 	var srvRef atomic.Pointer[node.Server]
 	load := func() uint64 {

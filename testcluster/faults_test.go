@@ -1,0 +1,65 @@
+package testcluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/testcluster"
+)
+
+// TestPartitionIsolatedLeader cuts the leader off from the other nodes'
+// Raft traffic: the majority elects a new leader and takes writes, the old
+// leader steps down, and after Heal every node converges on the same data.
+func TestPartitionIsolatedLeader(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Proxy: true})
+	old := c.WaitForLeader(t, 10*time.Second)
+	var via *testcluster.Node
+	for _, n := range c.Nodes {
+		if n != old {
+			via = n
+			break
+		}
+	}
+	conn := via.Client(t)
+	exec(t, conn, "CREATE TABLE p(i INTEGER)")
+	exec(t, conn, "INSERT INTO p VALUES (1)")
+
+	c.Isolate(old)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l := c.Leader()
+		if l != nil && l != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the majority elected no new leader within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	exec(t, conn, "INSERT INTO p VALUES (2)")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, err := old.Status()
+		if err == nil && st.State != "Leader" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("isolated leader %s did not step down (status %+v, err %v)", old.ID, st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := c.LinkStats(); s.Cut+s.Refused == 0 {
+		t.Fatalf("partition cut no Raft link: %+v", s)
+	}
+
+	c.Heal()
+	c.WaitConverged(t, 20*time.Second)
+	oc := old.Client(t)
+	exec(t, oc, "SET duckraft_consistency = 'any'")
+	if got := queryInts(t, oc, "SELECT count(*) FROM p"); got[0] != 2 {
+		t.Fatalf("old leader holds %d rows after heal, want 2", got[0])
+	}
+	if _, err := oc.Exec(context.Background(), "INSERT INTO p VALUES (3)"); err != nil {
+		t.Fatalf("write through the healed node: %v", err)
+	}
+}
