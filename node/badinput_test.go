@@ -166,3 +166,56 @@ func TestIdleSessionsExpire(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// openQ3Session performs a Q3 handshake over raw HTTP.
+func openQ3Session(t *testing.T, addr string) string {
+	t.Helper()
+	_, data := postBytes(t, addr, encode(t, wire.Q3, wire.Header{Type: wire.MsgConnectionRequest},
+		&wire.ConnectionRequest{AuthString: testToken, MinVersion: 3, MaxVersion: 3, HeartbeatTimeoutSeconds: 60}))
+	h, msg, err := wire.DecodeMessage(data, wire.Q3, wire.Limits{})
+	if _, ok := msg.(*wire.ConnectionResponse); err != nil || !ok {
+		t.Fatalf("handshake: %T %+v %v", msg, msg, err)
+	}
+	return h.ConnectionID
+}
+
+func TestSendDataBadInput(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	c := connect(t, addr, wire.Q3)
+	exec(t, c, "CREATE TABLE s(i INTEGER)")
+	id := openQ3Session(t, addr)
+	q3 := func(m wire.Message) (int, wire.Message) {
+		status, data := postBytes(t, addr, encode(t, wire.Q3, wire.Header{Type: m.Type(), ConnectionID: id}, m))
+		if status != http.StatusOK {
+			return status, nil
+		}
+		h, rest, err := wire.DecodeHeader(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := wire.DecodeBody(wire.Q3, h.Type, rest, wire.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, msg
+	}
+	chunk, _ := wire.ChunkFromRows([]wire.LogicalType{{ID: wire.TypeInteger}}, [][]any{{int32(1)}})
+	insert := &wire.PrepareRequest{SQL: "INSERT INTO s SELECT * FROM scan_data_from_quack_client('st1', NULL::STRUCT(i INTEGER), ordered := true)",
+		QueryUUID: wire.Hugeint{Lower: 9}, InlineRows: wire.Idx(0)}
+	if _, msg := q3(insert); msg == nil || msg.Type() != wire.MsgPrepareResponse {
+		t.Fatalf("prepare: %+v", msg)
+	}
+	status, msg := q3(&wire.SendDataRequest{StreamID: "nope", BatchIndex: wire.Idx(1), Chunks: []*wire.DataChunk{chunk}})
+	wantError(t, status, msg, "No active data stream 'nope'")
+	status, msg = q3(&wire.SendDataRequest{StreamID: "st1", Chunks: []*wire.DataChunk{chunk}})
+	wantError(t, status, msg, "missing its batch index")
+	if _, msg := q3(&wire.SendDataRequest{StreamID: "st1", BatchIndex: wire.Idx(2), Chunks: []*wire.DataChunk{chunk}}); msg == nil || msg.Type() != wire.MsgSendDataResponse {
+		t.Fatalf("data batch: %+v", msg)
+	}
+	// Closing after 3 batches when only batch 2 arrived fails and applies nothing.
+	status, msg = q3(&wire.SendDataRequest{StreamID: "st1", TotalBatches: wire.Idx(3)})
+	wantError(t, status, msg, "closed after 3 batches but 1 arrived")
+	if got := queryRows(t, c, "SELECT count(*) FROM s"); got[0][0] != int64(0) {
+		t.Fatalf("a broken stream inserted %v rows", got[0][0])
+	}
+}

@@ -329,6 +329,8 @@ func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) r
 		return s.fetch(sess, m)
 	case *wire.AppendRequest:
 		return s.append(ctx, sess, m)
+	case *wire.SendDataRequest:
+		return s.sendData(ctx, sess, m)
 	case *wire.DisconnectMessage:
 		s.removeSession(sess)
 		return success(sess.gen)
@@ -443,6 +445,11 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	}
 	if rewrite != "" {
 		sql = rewrite
+	}
+	if sess.gen == wire.Q3 {
+		if m := sendDataInsert.FindStringSubmatch(sql); m != nil {
+			return s.openDataStream(sess, req, m)
+		}
 	}
 	inlineAll := false
 	if c, ok := s.catalogQuery(sql); ok {

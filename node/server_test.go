@@ -214,24 +214,31 @@ func TestSessionStateIsPerConnection(t *testing.T) {
 
 func TestAppend(t *testing.T) {
 	addr, _ := startServer(t, nil)
-	c := connect(t, addr, wire.Q1)
-	exec(t, c, "CREATE TABLE t(i INTEGER, s VARCHAR, d DOUBLE)")
-	chunk, err := wire.ChunkFromRows(
-		[]wire.LogicalType{{ID: wire.TypeInteger}, {ID: wire.TypeVarchar}, {ID: wire.TypeDouble}},
-		[][]any{{int32(1), "one", 1.5}, {int32(2), nil, nil}, {int32(3), "a string longer than 12 bytes", -0.25}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Append(context.Background(), "main", "t", chunk); err != nil {
-		t.Fatal(err)
-	}
-	got := queryRows(t, c, "FROM t ORDER BY i")
-	want := [][]any{{int32(1), "one", 1.5}, {int32(2), nil, nil}, {int32(3), "a string longer than 12 bytes", -0.25}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	if err := c.Append(context.Background(), "main", "nope", chunk); err == nil {
-		t.Fatal("append to a missing table succeeded")
+	for _, g := range generations {
+		t.Run(fmt.Sprintf("Q%d", g), func(t *testing.T) {
+			c := connect(t, addr, g)
+			table := fmt.Sprintf("t%d", g)
+			exec(t, c, fmt.Sprintf("CREATE TABLE %s(i INTEGER, s VARCHAR, d DOUBLE)", table))
+			rows := [][]any{{int32(1), "one", 1.5}, {int32(2), nil, nil}, {int32(3), "a string longer than 12 bytes", -0.25}}
+			chunk, err := wire.ChunkFromRows(
+				[]wire.LogicalType{{ID: wire.TypeInteger}, {ID: wire.TypeVarchar}, {ID: wire.TypeDouble}}, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Append(context.Background(), "main", table, chunk); err != nil {
+				t.Fatal(err)
+			}
+			if got := queryRows(t, c, "FROM "+table+" ORDER BY i"); fmt.Sprint(got) != fmt.Sprint(rows) {
+				t.Fatalf("got %v, want %v", got, rows)
+			}
+			if err := c.Append(context.Background(), "main", "nope", chunk); err == nil {
+				t.Fatal("append to a missing table succeeded")
+			}
+			// A failed append leaves nothing behind and the session usable.
+			if got := queryRows(t, c, "SELECT count(*) FROM "+table); got[0][0] != int64(3) {
+				t.Fatalf("got %v rows after a failed append", got)
+			}
+		})
 	}
 }
 

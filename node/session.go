@@ -30,6 +30,8 @@ type Session struct {
 	lastUsed time.Time
 	lease    time.Duration
 	values   map[any]any
+	// streams are the Q3 insert streams this session has open, by id.
+	streams map[string]*dataStream
 }
 
 // ID returns the session id the client puts in every message header.

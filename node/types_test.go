@@ -90,11 +90,9 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 					t.Error("NULL row arrived valid")
 				}
 
-				// Client → server: append the values read and compare in SQL.
-				if g != wire.Q1 {
-					return
-				}
-				dst := fmt.Sprintf("dst_%d", i)
+				// Client → server: append the values read (APPEND in Q1,
+				// SEND_DATA in Q3) and compare in SQL.
+				dst := fmt.Sprintf("dst_%d_%d", g, i)
 				exec(t, c, fmt.Sprintf("CREATE TABLE %s(v %s)", dst, tc.sqlType))
 				only := &wire.DataChunk{Rows: 2, Columns: []*wire.Vector{chunk.Columns[0]}}
 				if err := c.Append(context.Background(), "main", dst, only); err != nil {

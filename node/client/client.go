@@ -335,25 +335,57 @@ func (c *Conn) Exec(ctx context.Context, sql string) (int64, error) {
 	return n, rows.Err()
 }
 
-// Append appends chunk to schema.table in the server's Q1 way: one
-// APPEND_REQUEST per chunk of at most 2048 rows.
+// Append appends chunk to schema.table, atomically: in Q1 with an
+// APPEND_REQUEST, in Q3 as DuckDB 2.0 does, with an INSERT that reads a
+// stream of SEND_DATA messages.
 func (c *Conn) Append(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
-	if c.gen != wire.Q1 {
-		return fmt.Errorf("quack append: not available in protocol generation %d; connect with Generation: wire.Q1", c.gen)
-	}
 	if schema == "" {
 		schema = "main"
 	}
 	if err := c.begin(); err != nil {
 		return err
 	}
-	_, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgAppendRequest},
-		&wire.AppendRequest{Schema: schema, Table: table, Chunk: chunk})
+	var err error
+	if c.gen == wire.Q1 {
+		_, _, err = c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgAppendRequest},
+			&wire.AppendRequest{Schema: schema, Table: table, Chunk: chunk})
+	} else {
+		err = c.sendData(ctx, schema, table, chunk)
+	}
 	if err != nil {
 		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
 	}
 	return nil
 }
+
+func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
+	uuid := newUUID()
+	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
+	var proto []string
+	for i, col := range chunk.Columns {
+		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
+	}
+	sql := fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
+		quoteIdent(schema), quoteIdent(table), stream, strings.Join(proto, ", "))
+	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest},
+		&wire.PrepareRequest{SQL: sql, QueryUUID: uuid, InlineRows: wire.Idx(0)}); err != nil {
+		return err
+	}
+	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgSendDataRequest},
+		&wire.SendDataRequest{StreamID: stream, BatchIndex: wire.Idx(1), Chunks: []*wire.DataChunk{chunk}}); err != nil {
+		return err
+	}
+	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgSendDataRequest},
+		&wire.SendDataRequest{StreamID: stream, TotalBatches: wire.Idx(1)}); err != nil {
+		return err
+	}
+	// The statement's own result (its Count) ends the exchange.
+	_, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgFetchRequest},
+		&wire.FetchRequest{UUID: uuid, BatchIndex: 1})
+	return err
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // begin ends the previous result before a new statement, as the server
 // will.
