@@ -28,13 +28,16 @@ test: build vet
 vet:
 	$(GO) vet -tags $(TAGS) $(PKGS)
 
-# fuzz runs every fuzz target for FUZZTIME each.
+# fuzz runs every fuzz target of every decoder for FUZZTIME each.
 FUZZTIME ?= 30s
+FUZZ_PKGS := ./node/wire ./wal ./cluster
 fuzz:
-	@for f in $$($(GO) test -list '^Fuzz' ./node/wire | grep ^Fuzz); do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./node/wire || exit 1; done
-	@for f in $$($(GO) test -list '^Fuzz' ./wal | grep ^Fuzz); do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./wal || exit 1; done
+	@for p in $(FUZZ_PKGS); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep ^Fuzz); do \
+			echo "fuzz $$p $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 3s $$p || exit 1; \
+		done; \
+	done
 
 bench: build
 	$(BIN)/duckraft bench bulk --duckraftd $(BIN)/duckraftd
