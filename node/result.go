@@ -56,10 +56,6 @@ type result struct {
 	done    chan struct{}
 
 	mu sync.Mutex
-	// taken counts batches taken from the producer, the PREPARE's included.
-	taken uint64
-	// inline is how many batches the PREPARE answer carried.
-	inline uint64
 	// fetched numbers the batches served by FETCH: server-assigned in Q1,
 	// the client's batch index in Q3.
 	fetched uint64
@@ -138,7 +134,6 @@ func (r *result) take() (b batch, ok bool) {
 		r.ended = true
 		return batch{}, false
 	}
-	r.taken++
 	if b.last || b.err != nil {
 		r.ended = true
 	}

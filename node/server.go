@@ -499,7 +499,6 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 			sess.replaceResult(nil)
 			return errorResponse(errorMessage(b.err))
 		}
-		res.inline++
 		resp.Encoded = append(resp.Encoded, b.chunks...)
 		rowsInline += uint64(b.rows)
 		if sess.gen != wire.Q3 && !inlineAll {
