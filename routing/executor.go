@@ -1,6 +1,7 @@
 // Package routing decides where each statement runs: writes go through the
-// Raft leader, reads run on this node when it is fresh enough for the
-// session's consistency level, or on the leader otherwise.
+// Raft leader; reads run on the live node that serves the session's
+// consistency level at the least cost (read replicas first), and large scans
+// may be split over several nodes pinned at one log index.
 package routing
 
 import (
@@ -11,10 +12,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/duckraft/duckraft/node"
-	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
@@ -31,13 +32,12 @@ type Store interface {
 	ReadIndex(ctx context.Context) (uint64, error)
 }
 
-// Directory finds a node's Quack address by id (from gossip metadata).
-type Directory interface {
-	QuackAddr(id string) (string, bool)
-}
-
 // Config configures an Executor.
 type Config struct {
+	// ID is this node's id, as in gossip.
+	ID string
+	// Router is set on a data-less router: it runs no read itself.
+	Router    bool
 	Store     Store
 	Directory Directory
 	// DB is this node's database, used to evaluate volatile expressions on
@@ -47,8 +47,8 @@ type Config struct {
 	Token string
 	// Consistency is the default read consistency of new sessions.
 	Consistency Level
-	// SessionWait bounds how long a session read waits for this node to
-	// apply the session's last write before it goes to the leader.
+	// SessionWait bounds how long a routed read waits for its node to
+	// apply the index it needs before the router tries another node.
 	SessionWait time.Duration
 	// MaxStaleness is the lag a bounded read tolerates.
 	MaxStaleness uint64
@@ -63,6 +63,16 @@ type Executor struct {
 	log      *slog.Logger
 	volatile wal.Volatile
 	fwd      *forwarder
+	bal      *balancer
+
+	// reads counts reads run on this node; active counts statements
+	// running or streaming here, which gossip reports as load.
+	reads  atomic.Uint64
+	active atomic.Int64
+
+	mu          sync.Mutex
+	withRemotes map[*sessionState]struct{}
+	lastSweep   time.Time
 }
 
 // New returns an Executor; it reads the list of volatile functions from db.
@@ -86,8 +96,16 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, fwd: newForwarder(cfg.Token)}, nil
+	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, fwd: newForwarder(cfg.Token), bal: newBalancer(),
+		withRemotes: map[*sessionState]struct{}{}}, nil
 }
+
+// Reads returns how many reads this node has run itself, its own clients'
+// and those routed here.
+func (e *Executor) Reads() uint64 { return e.reads.Load() }
+
+// Load returns the statements running or streaming results on this node.
+func (e *Executor) Load() uint64 { return uint64(max(0, e.active.Load())) }
 
 func loadVolatile(db *engine.DB) (wal.Volatile, error) {
 	conn, err := db.Connect()
@@ -127,11 +145,17 @@ type sessionState struct {
 	// lastIndex is the log index of the session's last write: its reads
 	// run only where that index is applied.
 	lastIndex uint64
+	// split is how many nodes a splittable scan is spread over (0: off).
+	split int
 	// txn collects the writes of an explicit transaction until COMMIT.
 	txn *pendingTxn
-	// leader is a session on the leader for reads this node can't serve.
-	leader     *client.Conn
-	leaderAddr string
+	// home is the node the session's reads stick to while it qualifies,
+	// for cache locality.
+	home string
+	// remotes are the session's Quack sessions on other nodes, by id.
+	remotes map[string]*remoteConn
+	used    time.Time
+	busy    atomic.Int64
 }
 
 type pendingTxn struct {
@@ -151,6 +175,9 @@ func (e *Executor) state(s *node.Session) *sessionState {
 
 // Query implements node.Executor.
 func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node.Rows, error) {
+	if r, rest, ok := parseRouted(sql); ok {
+		return e.serveRouted(ctx, s, r, rest)
+	}
 	stmts, err := Classify(sql)
 	if err != nil {
 		return nil, err
@@ -166,8 +193,17 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 			st.mu.Unlock()
 			return successRows(), nil
 		}
+		if n, ok, err := splitSetting(stmts[0].SQL); ok {
+			if err != nil {
+				return nil, err
+			}
+			st.mu.Lock()
+			st.split = n
+			st.mu.Unlock()
+			return successRows(), nil
+		}
 	}
-	reads, writes, control := 0, 0, 0
+	reads, writes, control, settings := 0, 0, 0, 0
 	for _, st := range stmts {
 		switch st.Class {
 		case ClassRead:
@@ -175,6 +211,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		case ClassTxnBegin, ClassTxnCommit, ClassTxnRollback:
 			control++
 		case ClassSession:
+			settings++
 		default:
 			writes++
 		}
@@ -185,6 +222,10 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 	switch {
 	case control > 0 || inTxn:
 		return e.transaction(ctx, s, st, stmts)
+	case writes == 0 && settings > 0:
+		// Settings belong to the client's session here, so a text that
+		// changes one runs here whole.
+		return node.LocalExecutor{}.Query(ctx, s, sql)
 	case writes == 0:
 		return e.read(ctx, s, st, sql)
 	case reads > 0:
@@ -419,90 +460,6 @@ func splitTableName(name string) (schema, table string) {
 		return "main", strings.TrimSpace(parts[0])
 	}
 	return strings.TrimSpace(parts[len(parts)-2]), strings.TrimSpace(parts[len(parts)-1])
-}
-
-// read runs a read where the session's consistency level allows.
-func (e *Executor) read(ctx context.Context, s *node.Session, st *sessionState, sql string) (node.Rows, error) {
-	st.mu.Lock()
-	level, last := st.consistency, st.lastIndex
-	st.mu.Unlock()
-	local := func() (node.Rows, error) { return node.LocalExecutor{}.Query(ctx, s, sql) }
-	switch level {
-	case Any:
-		return local()
-	case Strong:
-		if e.cfg.Store.IsLeader() {
-			idx, err := e.cfg.Store.ReadIndex(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if err := e.cfg.Store.WaitForApplied(ctx, idx); err != nil {
-				return nil, err
-			}
-			return local()
-		}
-		return e.readOnLeader(ctx, st, sql, Strong)
-	case Bounded:
-		if e.cfg.Store.IsLeader() || lag(e.cfg.Store) <= e.cfg.MaxStaleness {
-			return local()
-		}
-		return e.readOnLeader(ctx, st, sql, Any)
-	}
-	if e.cfg.Store.AppliedIndex() >= last {
-		return local()
-	}
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.SessionWait)
-	err := e.cfg.Store.WaitForApplied(wctx, last)
-	cancel()
-	if err == nil {
-		return local()
-	}
-	return e.readOnLeader(ctx, st, sql, Session)
-}
-
-func lag(s Store) uint64 {
-	type committer interface{ CommitIndex() uint64 }
-	if c, ok := s.(committer); ok {
-		if ci, ai := c.CommitIndex(), s.AppliedIndex(); ci > ai {
-			return ci - ai
-		}
-	}
-	return 0
-}
-
-// readOnLeader runs a read on the leader through a Quack session of this
-// session's own, so its results stream like any other.
-func (e *Executor) readOnLeader(ctx context.Context, st *sessionState, sql string, level Level) (node.Rows, error) {
-	addr, ok := e.leaderQuackAddr()
-	if !ok {
-		return nil, fmt.Errorf("duckraft: no leader known for a %s read", level)
-	}
-	st.mu.Lock()
-	conn := st.leader
-	if conn != nil && st.leaderAddr != addr {
-		conn.Close()
-		conn = nil
-	}
-	st.mu.Unlock()
-	if conn == nil {
-		c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: e.cfg.Token, Generation: wire.Q1})
-		if err != nil {
-			return nil, fmt.Errorf("%w: connect to leader %s: %w", errForward, addr, err)
-		}
-		if _, err := c.Exec(ctx, fmt.Sprintf("SET duckraft_consistency = '%s'", level)); err != nil {
-			c.Close()
-			return nil, err
-		}
-		conn = c
-		st.mu.Lock()
-		st.leader, st.leaderAddr = c, addr
-		st.mu.Unlock()
-	}
-	rows, err := conn.Query(ctx, sql)
-	if err != nil {
-		return nil, err
-	}
-	return remoteRows{rows}, nil
 }
 
 // transaction handles BEGIN … COMMIT: writes are collected and applied as

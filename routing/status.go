@@ -18,6 +18,10 @@ type Status struct {
 	LeaderID string `json:"leader_id"`
 	Applied  uint64 `json:"applied_index"`
 	Commit   uint64 `json:"commit_index"`
+	// Reads counts the reads this node ran itself (its clients' and those
+	// routed to it); Load is what it gossips as its load.
+	Reads uint64 `json:"reads"`
+	Load  uint64 `json:"load"`
 	// Members are the nodes this node knows, from gossip and Raft.
 	Members []MemberStatus `json:"members"`
 }

@@ -16,6 +16,7 @@ import (
 // the Raft configuration in line with it.
 type membership struct {
 	gossip *cluster.Gossip
+	self   string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -43,43 +44,18 @@ func (a raftAdapter) Servers() ([]cluster.Server, error) {
 }
 
 // startMembership starts gossip, joins the cluster through --join if given,
-// and runs the reconciler. load reports this node's open sessions.
+// and runs the reconciler. load reports this node's in-flight statements.
 func startMembership(c *config, token string, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
 	role := cluster.RoleVoter
 	if c.replica {
 		role = cluster.RoleReplica
 	}
-	timing := cluster.LANTiming()
-	if c.gossipProfile == "loopback" {
-		timing = cluster.LoopbackTiming()
-	}
-	var key []byte
-	if c.clusterKey != "" {
-		k, err := hex.DecodeString(c.clusterKey)
-		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
-			return nil, fmt.Errorf("--cluster-key must be 32, 48 or 64 hex digits")
-		}
-		key = k
-	}
-	g, err := cluster.NewGossip(cluster.Config{
-		Meta:     cluster.Meta{ID: c.id, Role: role, RaftAddr: c.raftAddr, QuackAddr: c.quackAddr},
-		BindAddr: c.gossipAddr,
-		Key:      key,
-		Token:    token,
-		Status: func() cluster.Status {
+	g, err := startGossip(c, token, cluster.Meta{ID: c.id, Role: role, RaftAddr: c.raftAddr, QuackAddr: c.quackAddr},
+		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
-		},
-		Timing: timing,
-		Logger: log,
-	})
+		}, log)
 	if err != nil {
 		return nil, err
-	}
-	if c.join != "" {
-		if err := joinWithRetry(g, c.join, 30*time.Second, log); err != nil {
-			g.Shutdown()
-			return nil, err
-		}
 	}
 	rec, err := cluster.NewReconciler(cluster.ReconcilerConfig{
 		ID:         c.id,
@@ -95,12 +71,62 @@ func startMembership(c *config, token string, store *replication.Store, load fun
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &membership{gossip: g, cancel: cancel, done: make(chan struct{})}
+	m := &membership{gossip: g, self: c.id, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		rec.Run(ctx)
 	}()
 	return m, nil
+}
+
+// startRouterMembership joins gossip as a router: without a Raft address,
+// which keeps it out of the Raft configuration and out of reads.
+func startRouterMembership(c *config, token string, load func() uint64, log *slog.Logger) (*membership, error) {
+	m := &membership{self: c.id, cancel: func() {}, done: make(chan struct{})}
+	close(m.done)
+	g, err := startGossip(c, token, cluster.Meta{ID: c.id, QuackAddr: c.quackAddr}, func() cluster.Status {
+		return cluster.Status{Load: load()}
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	m.gossip = g
+	return m, nil
+}
+
+// startGossip starts gossip with meta and joins through --join if given.
+func startGossip(c *config, token string, meta cluster.Meta, status func() cluster.Status, log *slog.Logger) (*cluster.Gossip, error) {
+	timing := cluster.LANTiming()
+	if c.gossipProfile == "loopback" {
+		timing = cluster.LoopbackTiming()
+	}
+	var key []byte
+	if c.clusterKey != "" {
+		k, err := hex.DecodeString(c.clusterKey)
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return nil, fmt.Errorf("--cluster-key must be 32, 48 or 64 hex digits")
+		}
+		key = k
+	}
+	g, err := cluster.NewGossip(cluster.Config{
+		Meta:     meta,
+		BindAddr: c.gossipAddr,
+		Key:      key,
+		Token:    token,
+		Status:   status,
+		Timing:   timing,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.join != "" {
+		if err := joinWithRetry(g, c.join, 30*time.Second, log); err != nil {
+			g.Shutdown()
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // joinWithRetry joins through addr, retrying while the member may still be
@@ -130,6 +156,31 @@ func (m *membership) QuackAddr(id string) (string, bool) {
 	return "", false
 }
 
+// Peers implements routing.Directory: the live data nodes (members with a
+// Raft address; routers have none) that are not leaving.
+func (m *membership) Peers() []routing.Peer {
+	var out []routing.Peer
+	for _, mem := range m.gossip.Members() {
+		meta := mem.Meta
+		if mem.State != cluster.StateAlive || meta.Leaving || meta.RaftAddr == "" || meta.QuackAddr == "" {
+			continue
+		}
+		out = append(out, routing.Peer{ID: meta.ID, QuackAddr: meta.QuackAddr, Replica: meta.Role == cluster.RoleReplica,
+			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load})
+	}
+	return out
+}
+
+// leaderID is the leader the data nodes report, for a router.
+func (m *membership) leaderID() string {
+	for _, p := range m.Peers() {
+		if p.Leader {
+			return p.ID
+		}
+	}
+	return ""
+}
+
 // Close leaves the gossip pool and stops the reconciler.
 func (m *membership) Close() error {
 	m.cancel()
@@ -140,7 +191,7 @@ func (m *membership) Close() error {
 
 // status assembles this node's view of the cluster: Raft's configuration
 // joined with what gossip says of each member.
-func status(store *replication.Store, m *membership) routing.Status {
+func status(store *replication.Store, m *membership, exec *routing.Executor) routing.Status {
 	stats := store.Stats()
 	st := routing.Status{
 		ID:       store.ID(),
@@ -148,6 +199,8 @@ func status(store *replication.Store, m *membership) routing.Status {
 		LeaderID: store.LeaderID(),
 		Applied:  store.AppliedIndex(),
 		Commit:   store.CommitIndex(),
+		Reads:    exec.Reads(),
+		Load:     exec.Load(),
 	}
 	members := map[string]cluster.Member{}
 	for _, mem := range m.gossip.Members() {
@@ -163,7 +216,7 @@ func status(store *replication.Store, m *membership) routing.Status {
 			ms.Load = int(mem.Meta.Load)
 			ms.Lag = st.Commit - min(st.Commit, ms.Applied)
 			if ms.Role == "" {
-				ms.Role = mem.Meta.Role.String()
+				ms.Role = roleOf(mem.Meta)
 			}
 		} else {
 			ms.State = "unknown"
@@ -187,6 +240,30 @@ func status(store *replication.Store, m *membership) routing.Status {
 		if !seen[id] {
 			add(routing.MemberStatus{ID: id, RaftAddr: mem.Meta.RaftAddr}, mem, true)
 		}
+	}
+	return st
+}
+
+// roleOf names a member's role as gossip describes it.
+func roleOf(m cluster.Meta) string {
+	if m.RaftAddr == "" {
+		return "router"
+	}
+	return m.Role.String()
+}
+
+// routerStatus is a router's view of the cluster: gossip only.
+func routerStatus(id string, m *membership, exec *routing.Executor) routing.Status {
+	st := routing.Status{ID: id, State: "Router", LeaderID: m.leaderID(), Reads: exec.Reads(), Load: exec.Load()}
+	for _, mem := range m.gossip.Members() {
+		st.Commit = max(st.Commit, mem.Meta.AppliedIndex)
+	}
+	for _, mem := range m.gossip.Members() {
+		st.Members = append(st.Members, routing.MemberStatus{
+			ID: mem.Meta.ID, Role: roleOf(mem.Meta), State: mem.State.String(), RaftAddr: mem.Meta.RaftAddr,
+			QuackAddr: mem.Meta.QuackAddr, Applied: mem.Meta.AppliedIndex, Load: int(mem.Meta.Load),
+			Lag: st.Commit - min(st.Commit, mem.Meta.AppliedIndex), Leader: mem.Meta.Leader,
+		})
 	}
 	return st
 }

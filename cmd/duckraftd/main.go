@@ -52,6 +52,9 @@ type config struct {
 	snapshotThreshold     uint64
 	trailingLogs          uint64
 	snapshotInterval      time.Duration
+	consistency           string
+	maxStaleness          uint64
+	router                bool
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -66,6 +69,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.gossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
 	fs.StringVar(&c.join, "join", "", "gossip address of a live member to join")
 	fs.BoolVar(&c.replica, "replica", false, "run as a non-voting read replica")
+	fs.BoolVar(&c.router, "router", false, "run as a data-less router: join gossip through --join, send writes to the leader and reads to replicas")
+	fs.StringVar(&c.consistency, "consistency", "session", "default read consistency of new sessions: strong, session, bounded or any")
+	fs.Uint64Var(&c.maxStaleness, "max-staleness", 1000, "log entries a bounded read may lag behind")
 	fs.IntVar(&c.voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.reapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
 	fs.StringVar(&c.clusterKey, "cluster-key", "", "gossip encryption key, 32/48/64 hex digits (default: derived from the token)")
@@ -90,6 +96,12 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if _, err := routing.ParseLevel(c.consistency); err != nil {
+		return nil, fmt.Errorf("--consistency: %w", err)
+	}
+	if c.router && (c.join == "" || c.replica) {
+		return nil, errors.New("--router needs --join and excludes --replica")
 	}
 	return c, nil
 }
@@ -142,6 +154,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	level, _ := routing.ParseLevel(c.consistency)
+	if c.router {
+		return runRouter(c, token, level, log)
+	}
 	db, err := engine.Open(filepath.Join(c.data, "duckraft.db"), engine.Options{
 		Threads:             c.threads,
 		MemoryLimit:         c.memoryLimit,
@@ -157,7 +173,6 @@ func run(args []string) error {
 		ID:                c.id,
 		Dir:               filepath.Join(c.data, "raft"),
 		RaftAddr:          c.raftAddr,
-		AdvertiseAddr:     c.raftAdvertise,
 		Bootstrap:         c.join == "",
 		DB:                db,
 		SnapshotThreshold: c.snapshotThreshold,
@@ -170,16 +185,11 @@ func run(args []string) error {
 	}
 	defer store.Close()
 
-	if c.raftAdvertise != "" {
-		// Gossip tells the reconciler each node's Raft address exactly as
-		// the Raft configuration holds it: the advertised one.
-		c.raftAddr = c.raftAdvertise
-	}
-
-	var srvRef atomic.Pointer[node.Server]
+	// Gossip starts before the executor that reports the load it carries.
+	var execRef atomic.Pointer[routing.Executor]
 	load := func() uint64 {
-		if s := srvRef.Load(); s != nil {
-			return uint64(s.SessionCount())
+		if e := execRef.Load(); e != nil {
+			return e.Load()
 		}
 		return 0
 	}
@@ -190,15 +200,19 @@ func run(args []string) error {
 	defer members.Close()
 
 	exec, err := routing.New(routing.Config{
-		Store:     store,
-		Directory: members,
-		DB:        db,
-		Token:     token,
-		Logger:    log,
+		ID:           c.id,
+		Store:        store,
+		Directory:    members,
+		DB:           db,
+		Token:        token,
+		Consistency:  level,
+		MaxStaleness: c.maxStaleness,
+		Logger:       log,
 	})
 	if err != nil {
 		return err
 	}
+	execRef.Store(exec)
 	cfg := node.Config{
 		DB:              db,
 		Authenticator:   node.TokenAuth{Token: token},
@@ -214,13 +228,72 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	srvRef.Store(srv)
 	mux := http.NewServeMux()
 	mux.Handle(routing.WritePath, exec.Handler())
-	mux.Handle(routing.StatusPath, routing.JSONHandler(token, func(context.Context) (any, error) { return status(store, members), nil }))
+	mux.Handle(routing.StatusPath, routing.JSONHandler(token, func(context.Context) (any, error) {
+		return status(store, members, exec), nil
+	}))
 	mux.Handle(routing.HashPath, routing.JSONHandler(token, func(ctx context.Context) (any, error) { return store.StateHash(ctx) }))
 	mux.Handle("/", srv.Handler())
+	log.Info("serving Quack", "id", c.id, "raft", c.raftAddr, "gossip", c.gossipAddr, "data", c.data, "duckdb", db.Version())
+	return serve(c, token, mux, srv, log)
+}
 
+// runRouter runs a data-less router. Its sessions still need a DuckDB
+// connection each (node.Server keeps settings there), so it opens an
+// in-memory database that holds no cluster data.
+func runRouter(c *config, token string, level routing.Level, log *slog.Logger) error {
+	db, err := engine.Open("", engine.Options{Threads: 1, MemoryLimit: c.memoryLimit, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var execRef atomic.Pointer[routing.Executor]
+	members, err := startRouterMembership(c, token, func() uint64 {
+		if e := execRef.Load(); e != nil {
+			return e.Load()
+		}
+		return 0
+	}, log)
+	if err != nil {
+		return err
+	}
+	defer members.Close()
+	exec, err := routing.NewRouter(routing.Config{
+		ID:           c.id,
+		Directory:    members,
+		DB:           db,
+		Token:        token,
+		Consistency:  level,
+		MaxStaleness: c.maxStaleness,
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	execRef.Store(exec)
+	srv, err := node.New(node.Config{
+		DB:              db,
+		Authenticator:   node.TokenAuth{Token: token},
+		Executor:        exec,
+		MaxMessageBytes: c.maxMessageBytes,
+		HiddenSchemas:   []string{replication.MetaSchema},
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(routing.StatusPath, routing.JSONHandler(token, func(context.Context) (any, error) {
+		return routerStatus(c.id, members, exec), nil
+	}))
+	mux.Handle("/", srv.Handler())
+	log.Info("serving Quack as a router", "id", c.id, "gossip", c.gossipAddr, "join", c.join)
+	return serve(c, token, mux, srv, log)
+}
+
+// serve listens on --quack and serves mux until SIGINT or SIGTERM.
+func serve(c *config, token string, mux *http.ServeMux, srv *node.Server, log *slog.Logger) error {
 	l, err := net.Listen("tcp", c.quackAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.quackAddr, err)
@@ -231,8 +304,6 @@ func run(args []string) error {
 			return err
 		}
 	}
-	log.Info("serving Quack", "id", c.id, "addr", l.Addr().String(), "raft", c.raftAddr, "gossip", c.gossipAddr,
-		"data", c.data, "duckdb", db.Version())
 	fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.id, l.Addr(), token)
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", l.Addr(), token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, l.Addr())

@@ -1,0 +1,314 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/replication"
+)
+
+// errPinned is a node's answer to a split-scan share whose pinned index it
+// cannot read at: it has applied past it. The message names the node's
+// index so that the router can pin the next attempt there.
+var errPinned = errors.New("duckraft: split scan pinned at another index")
+
+var pinnedAt = regexp.MustCompile(`node at (\d+)`)
+
+// Split scans: how many times the router re-pins before it falls back to
+// an ordinary read on one node, and the most shares a scan is cut into.
+const (
+	splitAttempts = 6
+	maxSplit      = 16
+)
+
+var setSplit = regexp.MustCompile(`(?is)^\s*SET\s+(?:SESSION\s+)?duckraft_split_scan\s*(?:=|TO)\s*'?(\d+)'?\s*;?\s*$`)
+
+// splitSetting recognises SET duckraft_split_scan = R, which the router
+// handles itself (0 or 1 turns split scans off).
+func splitSetting(sql string) (int, bool, error) {
+	m := setSplit.FindStringSubmatch(sql)
+	if m == nil {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n > maxSplit {
+		return 0, true, fmt.Errorf("duckraft: duckraft_split_scan must be between 0 and %d", maxSplit)
+	}
+	return n, true, nil
+}
+
+// splittable is the one statement shape a split scan serves: all columns of
+// one table, no filter, order or limit, so that the shares' union is the
+// whole answer.
+var splittable = regexp.MustCompile(`(?is)^\s*SELECT\s+\*\s+FROM\s+((?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)){0,2})\s*;?\s*$`)
+
+// splitTable returns the table a splittable statement scans.
+func splitTable(sql string) (string, bool) {
+	m := splittable.FindStringSubmatch(sql)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// shareSQL is share k of r of a scan of table: the rows whose content hashes
+// to k. Hashing the row rather than its rowid keeps the shares exact when
+// nodes store the same rows at different rowids (after a checkpoint's
+// vacuum or a snapshot install).
+func shareSQL(table string, r, k int) string {
+	return fmt.Sprintf("SELECT * FROM %s AS __duckraft_share WHERE hash(__duckraft_share) %% %d = %d", table, r, k)
+}
+
+// splitRead scans table on up to r nodes, each returning its share in a
+// read transaction at the same log index, and merges the shares. If the
+// nodes cannot meet at one index in splitAttempts tries, one node runs the
+// whole scan.
+func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionState, table string, r int, last uint64) (node.Rows, error) {
+	peers := e.splitPeers(r)
+	pin := max(last, e.maxApplied(peers))
+	for attempt := 0; attempt < splitAttempts && len(peers) > 1; attempt++ {
+		rows, errs := e.shares(ctx, st, peers, table, pin)
+		if rows != nil {
+			return rows, nil
+		}
+		var seen uint64
+		var keep []Peer
+		behind := false
+		for i, err := range errs {
+			var se *client.ServerError
+			switch {
+			case err == nil:
+				keep = append(keep, peers[i])
+			case errors.As(err, &se) && pinnedAt.MatchString(se.Message):
+				q, _ := strconv.ParseUint(pinnedAt.FindStringSubmatch(se.Message)[1], 10, 64)
+				seen = max(seen, q)
+				keep = append(keep, peers[i])
+			case retryableRead(err):
+				behind = behind || !errors.Is(err, errRemote)
+				if !errors.Is(err, errRemote) {
+					keep = append(keep, peers[i])
+				}
+			default:
+				return nil, err
+			}
+		}
+		peers = keep
+		switch {
+		case seen > pin && !behind:
+			// Writes are flowing: aim just ahead, where every node will
+			// open its transaction right as it applies the index.
+			pin = seen + 1
+		case seen > pin:
+			pin = seen
+		case behind:
+			// The index aimed at never came (writes stopped): meet at
+			// the furthest index some node reached.
+			pin = max(last, e.maxApplied(peers))
+		}
+		e.log.Debug("split scan re-pinned", "table", table, "attempt", attempt+1, "pin", pin)
+	}
+	st.mu.Lock()
+	st.split = 0
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		st.split = r
+		st.mu.Unlock()
+	}()
+	return e.read(ctx, s, st, "SELECT * FROM "+table)
+}
+
+// splitPeers returns up to r nodes for the shares, cheapest first.
+func (e *Executor) splitPeers(r int) []Peer {
+	peers := e.peers()
+	top := e.maxApplied(peers)
+	now := time.Now()
+	peers = slices.DeleteFunc(peers, func(p Peer) bool {
+		return p.ID == e.cfg.ID && e.cfg.Router || e.bal.suspected(p.ID, now) || top-min(top, p.Applied) > e.cfg.MaxStaleness
+	})
+	slices.SortFunc(peers, func(a, b Peer) int {
+		return int(e.bal.cost(a, e.cfg.ID, top) - e.bal.cost(b, e.cfg.ID, top))
+	})
+	return peers[:min(r, len(peers))]
+}
+
+// shares starts every share at index pin; it returns the merged rows if all
+// started, else each share's error (nil for those that started, which are
+// closed again).
+func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, table string, pin uint64) (node.Rows, []error) {
+	rows := make([]node.Rows, len(peers))
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows[i], errs[i] = e.remoteQuery(ctx, st, p, routed{at: pin}.prefix()+shareSQL(table, len(peers), i))
+		}()
+	}
+	wg.Wait()
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return newMergedRows(rows), nil
+	}
+	for _, r := range rows {
+		if r != nil {
+			r.Close()
+		}
+	}
+	return nil, errs
+}
+
+// appliedQuery reads the applied index the FSM stores with every batch it
+// applies, so that inside a transaction it names the transaction's
+// snapshot exactly.
+const appliedQuery = `SELECT idx FROM "` + replication.MetaSchema + `".applied WHERE id = 1`
+
+// pinnedRead runs a share of a split scan in a read transaction whose
+// snapshot is exactly index pin: DuckDB has no AS OF, so a node that has
+// applied past pin refuses and the router re-pins.
+func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, sql string) (node.Rows, error) {
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.SessionWait)
+	err := e.cfg.Store.WaitForApplied(wctx, pin)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w (%d, applied %d): %w", errBehind, pin, e.cfg.Store.AppliedIndex(), err)
+	}
+	conn := s.Conn()
+	if _, err := conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+		return nil, fmt.Errorf("split scan: %w", err)
+	}
+	rollback := func() { conn.Exec(context.Background(), "ROLLBACK") }
+	// DuckDB fixes a transaction's snapshot at its first read, this one.
+	idx, err := queryUint(ctx, conn, appliedQuery)
+	if err != nil {
+		rollback()
+		return nil, fmt.Errorf("split scan: read applied index: %w", err)
+	}
+	if idx != pin {
+		rollback()
+		return nil, fmt.Errorf("%w: wanted %d, node at %d", errPinned, pin, idx)
+	}
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		rollback()
+		return nil, err
+	}
+	e.reads.Add(1)
+	e.active.Add(1)
+	return newTrackedRows(rows, func() {
+		rollback()
+		e.active.Add(-1)
+	}), nil
+}
+
+// queryUint returns the first column of the first row of sql.
+func queryUint(ctx context.Context, conn *engine.Conn, sql string) (uint64, error) {
+	res, err := conn.Query(ctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Close()
+	c, err := res.Next()
+	if err != nil {
+		return 0, err
+	}
+	if c == nil || c.Rows == 0 {
+		return 0, errors.New("no row")
+	}
+	v, err := c.Columns[0].Value(0)
+	if err != nil {
+		return 0, err
+	}
+	switch x := v.(type) {
+	case uint64:
+		return x, nil
+	case int64:
+		return uint64(x), nil
+	}
+	return 0, fmt.Errorf("unexpected %T", v)
+}
+
+// mergedRows interleaves the chunks of several results, read concurrently
+// so that every share's node works at once. Order across shares is not
+// kept: a split scan is a multiset.
+type mergedRows struct {
+	names  []string
+	types  []wire.LogicalType
+	parts  []node.Rows
+	chunks chan mergedChunk
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+	left   int
+}
+
+type mergedChunk struct {
+	c   *wire.DataChunk
+	err error
+}
+
+func newMergedRows(parts []node.Rows) *mergedRows {
+	m := &mergedRows{names: parts[0].Names(), types: parts[0].Types(), parts: parts,
+		chunks: make(chan mergedChunk, len(parts)), stop: make(chan struct{}), left: len(parts)}
+	for _, p := range parts {
+		m.wg.Add(1)
+		go m.pump(p)
+	}
+	return m
+}
+
+// pump forwards p's chunks, then a nil chunk for its end. Shares are
+// remote results, whose chunks are fresh allocations that stay valid.
+func (m *mergedRows) pump(p node.Rows) {
+	defer m.wg.Done()
+	for {
+		c, err := p.Next()
+		select {
+		case m.chunks <- mergedChunk{c, err}:
+		case <-m.stop:
+			return
+		}
+		if c == nil || err != nil {
+			return
+		}
+	}
+}
+
+func (m *mergedRows) Names() []string           { return m.names }
+func (m *mergedRows) Types() []wire.LogicalType { return m.types }
+
+func (m *mergedRows) Next() (*wire.DataChunk, error) {
+	for m.left > 0 {
+		mc := <-m.chunks
+		if mc.err != nil {
+			return nil, mc.err
+		}
+		if mc.c != nil {
+			return mc.c, nil
+		}
+		m.left--
+	}
+	return nil, nil
+}
+
+func (m *mergedRows) Close() {
+	m.once.Do(func() {
+		// Each pump stops after at most one more chunk; the parts are
+		// closed once no pump reads them.
+		close(m.stop)
+		m.wg.Wait()
+		for _, p := range m.parts {
+			p.Close()
+		}
+	})
+}
