@@ -130,9 +130,14 @@ func (e *Executor) read(ctx context.Context, s *node.Session, st *sessionState, 
 	st.mu.Unlock()
 	if split > 1 && level != Strong {
 		if table, ok := splitTable(sql); ok {
-			return e.splitRead(ctx, s, st, table, split, last)
+			return e.splitRead(ctx, s, st, table, split, level, last)
 		}
 	}
+	return e.readOne(ctx, s, st, level, last, sql)
+}
+
+// readOne runs a read on one node.
+func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionState, level Level, last uint64, sql string) (node.Rows, error) {
 	deadline := time.Now().Add(e.cfg.LeaderWait)
 	tried := map[string]bool{}
 	for {

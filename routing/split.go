@@ -73,7 +73,7 @@ func shareSQL(table string, r, k int) string {
 // read transaction at the same log index, and merges the shares. If the
 // nodes cannot meet at one index in splitAttempts tries, one node runs the
 // whole scan.
-func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionState, table string, r int, last uint64) (node.Rows, error) {
+func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionState, table string, r int, level Level, last uint64) (node.Rows, error) {
 	peers := e.splitPeers(r)
 	pin := max(last, e.maxApplied(peers))
 	for attempt := 0; attempt < splitAttempts && len(peers) > 1; attempt++ {
@@ -117,15 +117,7 @@ func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionSt
 		}
 		e.log.Debug("split scan re-pinned", "table", table, "attempt", attempt+1, "pin", pin)
 	}
-	st.mu.Lock()
-	st.split = 0
-	st.mu.Unlock()
-	defer func() {
-		st.mu.Lock()
-		st.split = r
-		st.mu.Unlock()
-	}()
-	return e.read(ctx, s, st, "SELECT * FROM "+table)
+	return e.readOne(ctx, s, st, level, last, "SELECT * FROM "+table)
 }
 
 // splitPeers returns up to r nodes for the shares, cheapest first.

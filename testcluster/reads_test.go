@@ -224,3 +224,136 @@ func queryInt(ctx context.Context, c *client.Conn, sql string) (int64, error) {
 	}
 	return n, nil
 }
+
+// TestReadsThroughLeaderKill kills the leader under a read-heavy load: reads
+// keep succeeding (they retry on other nodes), writes resume within 3 s, the
+// dead voter is reaped after --reap-after and a standby promoted so that
+// the cluster keeps 3 voters, and the killed node rejoins on restart.
+func TestReadsThroughLeaderKill(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Replicas: 2, Args: []string{"--reap-after", "3s"}})
+	// A voter-role node joining a full cluster waits as a non-voter: the
+	// standby promoted when a voter is reaped.
+	c.AddNode(t, false)
+	c.WaitForMembers(t, 6, 30*time.Second)
+	router := c.StartRouter(t)
+	leader := c.WaitForLeader(t, 10*time.Second)
+	var follower *testcluster.Node
+	for _, n := range c.Nodes {
+		if n != leader && !n.Replica {
+			follower = n
+			break
+		}
+	}
+	exec(t, follower.Client(t), "CREATE TABLE k(id BIGINT)")
+	exec(t, follower.Client(t), "INSERT INTO k SELECT range FROM range(1000)")
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var okReads, failedReads atomic.Int64
+	var readErr atomic.Value
+	reader := func(conn *client.Conn) {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := queryInt(ctx, conn, "SELECT count(*) FROM k")
+			cancel()
+			if err != nil {
+				failedReads.Add(1)
+				readErr.Store(err.Error())
+			} else {
+				okReads.Add(1)
+			}
+		}
+	}
+	for _, n := range c.Nodes {
+		if n == leader {
+			continue
+		}
+		wg.Add(1)
+		go reader(n.Client(t))
+	}
+	for range 2 {
+		wg.Add(1)
+		go reader(router.Client(t))
+	}
+	var mu sync.Mutex
+	var acked []time.Time
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w := follower.Client(t)
+		for id := 1000; ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			_, err := w.Exec(ctx, fmt.Sprintf("INSERT INTO k VALUES (%d)", id))
+			cancel()
+			if err == nil {
+				mu.Lock()
+				acked = append(acked, time.Now())
+				mu.Unlock()
+			}
+		}
+	}()
+
+	time.Sleep(time.Second)
+	killed := time.Now()
+	leader.Kill()
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("reads: %d ok, %d failed", okReads.Load(), failedReads.Load())
+	if failedReads.Load() > 0 {
+		t.Errorf("%d reads failed across the leader kill, last: %v", failedReads.Load(), readErr.Load())
+	}
+	mu.Lock()
+	var resumed time.Duration = -1
+	for _, at := range acked {
+		if at.After(killed) {
+			resumed = at.Sub(killed)
+			break
+		}
+	}
+	mu.Unlock()
+	t.Logf("first write acknowledged %v after the kill", resumed)
+	if resumed < 0 || resumed > 3*time.Second {
+		t.Errorf("writes resumed %v after the leader kill, want within 3s", resumed)
+	}
+
+	// The dead voter is reaped and the standby promoted.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l := c.WaitForLeader(t, 10*time.Second)
+		st, err := l.Status()
+		voters, deadIn := 0, false
+		for _, m := range st.Members {
+			if m.Voter {
+				voters++
+			}
+			if m.ID == leader.ID && m.InRaft {
+				deadIn = true
+			}
+		}
+		if err == nil && voters == 3 && !deadIn {
+			t.Logf("%s reaped, 3 voters again %v after the kill", leader.ID, time.Since(killed).Round(100*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the kill: %d voters, %s still in Raft: %v (%+v)", voters, leader.ID, deadIn, st.Members)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Restarted, it rejoins and catches up.
+	leader.Restart(t)
+	c.WaitForMembers(t, 6, 30*time.Second)
+	c.WaitConverged(t, 30*time.Second)
+}
