@@ -42,5 +42,16 @@ fuzz:
 bench: build
 	$(BIN)/duckraft bench bulk --duckraftd $(BIN)/duckraftd
 
+# chaos runs the workloads under a seeded, randomized schedule of kills,
+# restarts, pauses and partitions, and prints a report (docs/reliability.md).
+# SEED may list several seeds; a failing seed reruns with make chaos SEED=….
+SEED     ?= $(shell date +%s)
+DURATION ?= 2m
+chaos: build
+	@for s in $(SEED); do \
+		$(GO) test -tags $(TAGS) ./testcluster/chaos -run '^TestChaos$$' -count=1 -timeout 30m -v \
+			-args -seed=$$s -duration=$(DURATION) || exit 1; \
+	done
+
 clean:
 	rm -rf $(BIN)

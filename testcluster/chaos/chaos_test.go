@@ -1,0 +1,37 @@
+package chaos
+
+import (
+	"flag"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag     = flag.Int64("seed", 0, "seed of the chaos schedule; TestChaos runs only when it is set (make chaos)")
+	durationFlag = flag.Duration("duration", 2*time.Minute, "length of the chaos schedule")
+)
+
+// TestChaos is make chaos: one seeded, randomized run of faults under the
+// workloads, with the report in the log.
+func TestChaos(t *testing.T) {
+	if *seedFlag == 0 {
+		t.Skip("runs with make chaos SEED=… DURATION=…")
+	}
+	check(t, Run(t, Config{Seed: *seedFlag, Duration: *durationFlag}))
+}
+
+// TestChaosShort is the fixed-seed subset that make test runs: a 20 s
+// schedule of faults under the workloads.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and injects faults for 20 s")
+	}
+	check(t, Run(t, Config{Seed: 1, Duration: 20 * time.Second}))
+}
+
+func check(t *testing.T, r *Report) {
+	t.Helper()
+	for _, f := range r.Failures() {
+		t.Errorf("seed %d: %s", r.Seed, f)
+	}
+}
