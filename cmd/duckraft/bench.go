@@ -41,6 +41,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		err = benchBulk(args[1:], stdout, stderr)
 	case "writes":
 		err = benchWrites(args[1:], stdout, stderr)
+	case "reads":
+		err = benchReads(args[1:], stdout, stderr)
 	case "scan":
 		err = benchScan(args[1:], stdout)
 	default:

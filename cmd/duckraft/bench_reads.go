@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// dashboardQueries are the aggregates a dashboard refreshes: small answers
+// from full scans of lineitem.
+var dashboardQueries = []string{
+	`SELECT l_returnflag, l_linestatus, sum(l_quantity), sum(l_extendedprice), avg(l_discount), count(*)
+FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' GROUP BY ALL ORDER BY ALL`,
+	`SELECT l_shipmode, count(*), avg(l_quantity) FROM lineitem
+WHERE l_receiptdate BETWEEN DATE '1994-01-01' AND DATE '1995-01-01' GROUP BY ALL ORDER BY ALL`,
+	`SELECT l_suppkey, sum(l_extendedprice * (1 - l_discount)) AS revenue FROM lineitem
+GROUP BY ALL ORDER BY revenue DESC LIMIT 10`,
+	`SELECT date_trunc('month', l_shipdate) AS m, count(*) FROM lineitem GROUP BY ALL ORDER BY ALL`,
+}
+
+// readNode is one duckraftd process of the read benchmark.
+type readNode struct {
+	id, quack string
+	role      string // voter, replica or router
+	cmd       *exec.Cmd
+}
+
+// benchReads measures dashboard aggregates per second and bulk-scan rows per
+// second through a router, on 3 voters plus each replica count, with the
+// CPU time each node spent per query.
+func benchReads(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench reads", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	daemon := fs.String("duckraftd", "bin/duckraftd", "duckraftd binary")
+	replicas := fs.String("replicas", "1,3", "replica counts to compare")
+	rows := fs.Int("rows", 1_000_000, "lineitem rows")
+	clients := fs.Int("clients", 8, "dashboard clients")
+	dur := fs.Duration("duration", 10*time.Second, "measuring time of the dashboard load")
+	scans := fs.Int("scans", 3, "bulk scans per setting (the median is reported)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var counts []int
+	for _, s := range strings.Split(*replicas, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 0 {
+			return fmt.Errorf("--replicas: bad count %q", s)
+		}
+		counts = append(counts, n)
+	}
+	fmt.Fprintf(stdout, "## bench reads: %d-row lineitem, 3 voters + N replicas, clients on a duckraftd --router\n\n", *rows)
+	fmt.Fprintf(stdout, "%s\n\n", machine())
+	for _, n := range counts {
+		if err := readRound(*daemon, n, *rows, *clients, *dur, *scans, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readRound runs both measurements on one cluster of 3 voters and n replicas.
+func readRound(daemon string, replicas, rows, clients int, dur time.Duration, scans int, stdout, stderr io.Writer) error {
+	dir, err := os.MkdirTemp("", "duckraft-bench-reads-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	const token = "bench-token-0123456789"
+	nodes, err := startReadCluster(daemon, dir, token, 3, replicas, stderr)
+	defer stopReadCluster(nodes)
+	if err != nil {
+		return err
+	}
+	router := nodes[len(nodes)-1]
+	ctx := context.Background()
+	setup, err := client.Connect(ctx, "quack:"+router.quack, client.Options{Token: token, Generation: wire.Q1})
+	if err != nil {
+		return err
+	}
+	defer setup.Close()
+	fmt.Fprintf(stderr, "%d replicas: loading %d rows\n", replicas, rows)
+	if _, err := setup.Exec(ctx, strings.Replace(lineitemSQL, "ROWS", strconv.Itoa(rows), 1)); err != nil {
+		return fmt.Errorf("create lineitem: %w", err)
+	}
+	// The session reads its write: this waits until a node has it; let the
+	// rest catch up before measuring.
+	if err := waitApplied(nodes, token, 120*time.Second); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "### 3 voters + %d replica(s)\n\n", replicas)
+	cpu0 := cpuTimes(nodes)
+	n, lat, errs, err := dashboardLoad(ctx, router.quack, token, clients, dur)
+	if err != nil {
+		return err
+	}
+	cpu1 := cpuTimes(nodes)
+	fmt.Fprintf(stdout, "Dashboard aggregates (%d clients, %v): **%.1f queries/s**, p50 %v, p99 %v, %d errors.\n\n",
+		clients, dur, float64(n)/dur.Seconds(), pct(lat, 50), pct(lat, 99), errs)
+	cpuTable(stdout, nodes, cpu0, cpu1, n, "CPU ms per query")
+
+	split := max(1, replicas)
+	for _, r := range slices.Compact([]int{1, split}) {
+		cpu0 = cpuTimes(nodes)
+		var results []float64
+		var got int64
+		for range scans {
+			rate, n, err := bulkScan(ctx, router.quack, token, r)
+			if err != nil {
+				return err
+			}
+			results, got = append(results, rate), n
+		}
+		cpu1 = cpuTimes(nodes)
+		slices.Sort(results)
+		fmt.Fprintf(stdout, "Bulk scan `SELECT * FROM lineitem`, split over %d node(s): **%.2f M rows/s** (median of %d, %d rows each).\n\n",
+			r, results[len(results)/2]/1e6, scans, got)
+		cpuTable(stdout, nodes, cpu0, cpu1, scans, "CPU ms per scan")
+	}
+	return nil
+}
+
+// startReadCluster starts voters, then replicas, then a router, each data
+// node joining the first through gossip, and waits until the router knows
+// every data node and a leader.
+func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, error) {
+	var nodes []*readNode
+	var firstGossip string
+	for i := 0; i < voters+replicas+1; i++ {
+		n := &readNode{id: fmt.Sprintf("n%d", i+1), quack: mustFreeAddr(), role: "voter"}
+		gossip := mustFreeAddr()
+		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", n.quack, "--gossip", gossip,
+			"--token", token, "--log-level", "warn"}
+		switch {
+		case i == voters+replicas:
+			n.role, n.id = "router", "router"
+			args = append(args, "--router")
+		case i >= voters:
+			n.role = "replica"
+			args = append(args, "--replica", "--raft", mustFreeAddr())
+		default:
+			args = append(args, "--raft", mustFreeAddr())
+		}
+		if i == 0 {
+			firstGossip = gossip
+		} else {
+			args = append(args, "--join", firstGossip)
+		}
+		n.cmd = exec.Command(daemon, args...)
+		n.cmd.Stdout, n.cmd.Stderr = io.Discard, stderr
+		if err := n.cmd.Start(); err != nil {
+			return nodes, fmt.Errorf("start %s: %w", daemon, err)
+		}
+		nodes = append(nodes, n)
+		if err := waitForServer(n.quack, token, 30*time.Second); err != nil {
+			return nodes, err
+		}
+	}
+	router := nodes[len(nodes)-1]
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := nodeStatus(router.quack, token)
+		if err == nil && st.LeaderID != "" {
+			data := 0
+			for _, m := range st.Members {
+				if m.Role != "router" && m.State == "alive" {
+					data++
+				}
+			}
+			if data == voters+replicas {
+				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas {
+					return nodes, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nodes, fmt.Errorf("cluster of %d voters and %d replicas did not form within 60s", voters, replicas)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func leaderQuack(nodes []*readNode, id string) string {
+	for _, n := range nodes {
+		if n.id == id {
+			return n.quack
+		}
+	}
+	return ""
+}
+
+func stopReadCluster(nodes []*readNode) {
+	for _, n := range nodes {
+		n.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, n := range nodes {
+		n.cmd.Wait()
+	}
+}
+
+// waitApplied waits until every data node has applied the leader's commit
+// index.
+func waitApplied(nodes []*readNode, token string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var top, low uint64 = 0, ^uint64(0)
+		for _, n := range nodes {
+			if n.role == "router" {
+				continue
+			}
+			st, err := nodeStatus(n.quack, token)
+			if err != nil {
+				low = 0
+				continue
+			}
+			top, low = max(top, st.Commit), min(low, st.Applied)
+		}
+		if low >= top && top > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("nodes did not catch up")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// dashboardLoad runs clients sessions cycling through dashboardQueries for
+// d and returns the queries answered, their latencies and the errors.
+func dashboardLoad(ctx context.Context, addr, token string, clients int, d time.Duration) (int, []time.Duration, int, error) {
+	conns := make([]*client.Conn, clients)
+	for i := range conns {
+		c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: token, Generation: wire.Q1})
+		if err != nil {
+			return 0, nil, 0, err
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q := i; time.Now().Before(stop); q++ {
+				t0 := time.Now()
+				_, err := c.Exec(ctx, dashboardQueries[q%len(dashboardQueries)])
+				mu.Lock()
+				if err != nil {
+					errs++
+				} else {
+					lat = append(lat, time.Since(t0))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return len(lat), lat, errs, nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)].Round(100 * time.Microsecond)
+}
+
+// bulkScan reads all of lineitem through one session split over r nodes and
+// returns rows per second and the rows read.
+func bulkScan(ctx context.Context, addr, token string, r int) (float64, int64, error) {
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: token, Generation: wire.Q1})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, fmt.Sprintf("SET duckraft_split_scan = %d", r)); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	rows, err := c.Query(ctx, "SELECT * FROM lineitem")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for {
+		chunk, err := rows.NextChunk()
+		if err != nil {
+			return 0, 0, err
+		}
+		if chunk == nil {
+			break
+		}
+		n += int64(chunk.Rows)
+	}
+	return float64(n) / time.Since(start).Seconds(), n, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTimes returns each node's user plus system CPU time so far.
+func cpuTimes(nodes []*readNode) []time.Duration {
+	out := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which may hold spaces: state is
+		// field 3, utime 14 and stime 15.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(ut+st) * time.Second / clockTicks
+	}
+	return out
+}
+
+func cpuTable(w io.Writer, nodes []*readNode, before, after []time.Duration, n int, unit string) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "| node | role | %s |\n|---|---|---|\n", unit)
+	var total time.Duration
+	for i, node := range nodes {
+		d := after[i] - before[i]
+		total += d
+		fmt.Fprintf(w, "| %s | %s | %.1f |\n", node.id, node.role, float64(d.Microseconds())/1000/float64(n))
+	}
+	fmt.Fprintf(w, "| all | | %.1f |\n\n", float64(total.Microseconds())/1000/float64(n))
+}
