@@ -117,8 +117,9 @@ func TestReadsSpreadOverReplicas(t *testing.T) {
 	})
 
 	t.Run("SplitScanWhileWriting", func(t *testing.T) {
-		setup := leader.Client(t)
-		exec(t, setup, "CREATE TABLE s AS SELECT range::BIGINT AS id, 'row ' || range AS v FROM range(1, 20001)")
+		// The scanning session creates the table: it reads its own write.
+		scan := router.Client(t)
+		exec(t, scan, "CREATE TABLE s AS SELECT range::BIGINT AS id, 'row ' || range AS v FROM range(1, 20001)")
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -137,7 +138,6 @@ func TestReadsSpreadOverReplicas(t *testing.T) {
 				}
 			}
 		}()
-		scan := router.Client(t)
 		exec(t, scan, "SET duckraft_split_scan = 3")
 		before := reads(t, c)
 		const scans = 8
@@ -315,17 +315,21 @@ func TestReadsThroughLeaderKill(t *testing.T) {
 		t.Errorf("%d reads failed across the leader kill, last: %v", failedReads.Load(), readErr.Load())
 	}
 	mu.Lock()
-	var resumed time.Duration = -1
-	for _, at := range acked {
-		if at.After(killed) {
-			resumed = at.Sub(killed)
-			break
+	var gap time.Duration
+	for i := 1; i < len(acked); i++ {
+		if acked[i].After(killed) {
+			from := acked[i-1]
+			if from.Before(killed) {
+				from = killed
+			}
+			gap = max(gap, acked[i].Sub(from))
 		}
 	}
+	last := acked[len(acked)-1]
 	mu.Unlock()
-	t.Logf("first write acknowledged %v after the kill", resumed)
-	if resumed < 0 || resumed > 3*time.Second {
-		t.Errorf("writes resumed %v after the leader kill, want within 3s", resumed)
+	t.Logf("longest pause in acknowledged writes after the kill: %v", gap)
+	if gap > 3*time.Second || !last.After(killed) {
+		t.Errorf("writes paused %v after the leader kill, want under 3s", gap)
 	}
 
 	// The dead voter is reaped and the standby promoted.

@@ -173,6 +173,7 @@ func run(args []string) error {
 		ID:                c.id,
 		Dir:               filepath.Join(c.data, "raft"),
 		RaftAddr:          c.raftAddr,
+		AdvertiseAddr:     c.raftAdvertise,
 		Bootstrap:         c.join == "",
 		DB:                db,
 		SnapshotThreshold: c.snapshotThreshold,
@@ -184,6 +185,12 @@ func run(args []string) error {
 		return err
 	}
 	defer store.Close()
+
+	if c.raftAdvertise != "" {
+		// Gossip tells the reconciler each node's Raft address exactly as
+		// the Raft configuration holds it: the advertised one.
+		c.raftAddr = c.raftAdvertise
+	}
 
 	// Gossip starts before the executor that reports the load it carries.
 	var execRef atomic.Pointer[routing.Executor]
