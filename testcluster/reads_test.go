@@ -357,7 +357,12 @@ func TestReadsThroughLeaderKill(t *testing.T) {
 	}
 
 	// Restarted, it rejoins and catches up.
-	leader.Restart(t)
+	for _, n := range c.Nodes {
+		if n != leader && n.Running() {
+			leader.RestartJoining(t, n)
+			break
+		}
+	}
 	c.WaitForMembers(t, 6, 30*time.Second)
 	c.WaitConverged(t, 30*time.Second)
 }
