@@ -62,9 +62,14 @@ func Run(t *testing.T, cfg Config) *Report {
 	t.Helper()
 	cfg.setDefaults()
 	r := &Report{Seed: cfg.Seed, Duration: cfg.Duration, Plan: plan(cfg.Seed, cfg.Duration)}
-	defer func() { t.Log("\n" + r.String()) }()
-
 	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true})
+	defer func() {
+		if r.Failed() || t.Failed() {
+			r.LogDir = dumpLogs(c, cfg.DumpDir)
+		}
+		t.Log("\n" + r.String())
+	}()
+
 	setup := c.WaitForLeader(t, 20*time.Second).Client(t)
 	for _, sql := range schema {
 		if err := exec(context.Background(), setup, sql); err != nil {
@@ -73,6 +78,7 @@ func Run(t *testing.T, cfg Config) *Report {
 	}
 
 	rec := newRecorder()
+	r.Start = rec.start
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	wl := startWorkloads(ctx, cfg.Seed, c.Nodes, rec, cfg.Pace)
@@ -114,6 +120,20 @@ func Run(t *testing.T, cfg Config) *Report {
 		linearizable(wl.history(), cfg.CheckTimeout, cfg.DumpDir),
 		r.failoverVerdict())
 	return r
+}
+
+// dumpLogs writes every node's full log into dir, to read a failing run
+// by wall-clock time against the report; it returns dir, or why not.
+func dumpLogs(c *testcluster.Cluster, dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Sprintf("(not written: %v)", err)
+	}
+	for _, n := range c.Nodes {
+		if err := os.WriteFile(filepath.Join(dir, n.ID+".log"), []byte(n.Log()), 0o644); err != nil {
+			return fmt.Sprintf("(not written: %v)", err)
+		}
+	}
+	return dir
 }
 
 // finalChecks reads every node's tables after convergence: the appends

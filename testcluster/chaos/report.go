@@ -20,7 +20,11 @@ const (
 type Report struct {
 	Seed     int64
 	Duration time.Duration
-	Elapsed  time.Duration
+	// Start is when the workloads started: event times count from it.
+	Start   time.Time
+	Elapsed time.Duration
+	// LogDir holds the nodes' full logs after a failed run.
+	LogDir   string
 	Plan     []step
 	Events   []event
 	Verdicts []verdict
@@ -153,6 +157,10 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "=== duckraft chaos: seed %d, schedule %v, ran %v ===\n", r.Seed, r.Duration, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "rerun: make chaos SEED=%d DURATION=%v\n", r.Seed, r.Duration)
+	fmt.Fprintf(&b, "workloads started at %s (event times count from there)\n", r.Start.UTC().Format("15:04:05.000Z"))
+	if r.LogDir != "" {
+		fmt.Fprintf(&b, "node logs: %s\n", r.LogDir)
+	}
 	fmt.Fprintf(&b, "\nfaults (%d planned, %d run):\n", len(r.Plan), len(r.Events))
 	for _, e := range r.Events {
 		switch {
