@@ -14,12 +14,12 @@ const (
 	// Strong reads run on the leader after it confirms its leadership and
 	// has applied everything committed before the read (read index).
 	Strong Level = "strong"
-	// Session reads run on any node that has applied the session's last
+	// Session reads run on a node once it has applied the session's last
 	// write: every session reads its own writes.
 	Session Level = "session"
 	// Bounded reads run on any node whose apply lag is within the bound.
 	Bounded Level = "bounded"
-	// Any reads run on this node, however far behind.
+	// Any reads run on any live node, however far behind.
 	Any Level = "any"
 )
 
