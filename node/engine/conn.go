@@ -281,6 +281,12 @@ func (c *Conn) execOne(ext bindings.ExtractedStatements, i int, args []any) (int
 	if bindings.PrepareExtractedStatement(c.conn, ext, bindings.IdxT(i), &stmt) == bindings.StateError {
 		return 0, newError(bindings.PrepareError(stmt), bindings.ErrorTypeInvalid)
 	}
+	return c.execPrepared(stmt, args)
+}
+
+// execPrepared binds args to stmt, runs it to completion and reports the
+// rows it changed.
+func (c *Conn) execPrepared(stmt bindings.PreparedStatement, args []any) (int64, error) {
 	if want := int(bindings.NParams(stmt)); want != len(args) {
 		return 0, fmt.Errorf("exec: statement has %d parameters, got %d arguments", want, len(args))
 	}
@@ -362,6 +368,33 @@ func bind(stmt bindings.PreparedStatement, i int, v any) error {
 // InTransaction reports whether an explicit transaction (BEGIN) is open on
 // c, including one that failed and awaits ROLLBACK.
 func (c *Conn) InTransaction() bool { return c.inTx }
+
+// Begin starts an explicit transaction. Unlike Exec("BEGIN"), it knows the
+// statement it ran, so on success it sets the transaction state without
+// probing DuckDB.
+func (c *Conn) Begin(ctx context.Context) error { return c.control(ctx, "BEGIN TRANSACTION", true) }
+
+// Commit commits the open transaction, without probing on success.
+func (c *Conn) Commit(ctx context.Context) error { return c.control(ctx, "COMMIT", false) }
+
+// Rollback rolls back the open transaction, without probing on success.
+func (c *Conn) Rollback(ctx context.Context) error { return c.control(ctx, "ROLLBACK", false) }
+
+// control runs a transaction statement whose effect on the transaction
+// state is known when it succeeds; a failure leaves the state to the probe.
+func (c *Conn) control(ctx context.Context, sql string, inTx bool) error {
+	q, err := c.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	defer c.end(q)
+	if err := c.run(sql); err != nil {
+		c.probeTransaction()
+		return withCtx(ctx, err)
+	}
+	c.inTx = inTx
+	return nil
+}
 
 // probeTransaction refreshes inTx after a transaction statement. The C API
 // cannot report auto-commit mode, so it compares txid_current() across two

@@ -425,3 +425,84 @@ func TestConcurrentConns(t *testing.T) {
 		}
 	}
 }
+
+func TestTransactionControl(t *testing.T) {
+	c := connect(t, openTest(t))
+	ctx := context.Background()
+	exec(t, c, "CREATE TABLE t (i INTEGER)")
+	if err := c.Begin(ctx); err != nil || !c.InTransaction() {
+		t.Fatalf("Begin: %v, in transaction %v", err, c.InTransaction())
+	}
+	exec(t, c, "INSERT INTO t VALUES (1)")
+	if err := c.Commit(ctx); err != nil || c.InTransaction() {
+		t.Fatalf("Commit: %v, in transaction %v", err, c.InTransaction())
+	}
+	if err := c.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second BEGIN fails and the state comes from the probe: still in
+	// the first transaction.
+	if err := c.Begin(ctx); err == nil || !c.InTransaction() {
+		t.Fatalf("nested Begin: %v, in transaction %v", err, c.InTransaction())
+	}
+	if err := c.Rollback(ctx); err != nil || c.InTransaction() {
+		t.Fatalf("Rollback: %v, in transaction %v", err, c.InTransaction())
+	}
+	if err := c.Commit(ctx); err == nil || c.InTransaction() {
+		t.Fatalf("Commit without a transaction: %v, in transaction %v", err, c.InTransaction())
+	}
+	if got := exec(t, c, "DELETE FROM t"); got != 1 {
+		t.Fatalf("committed rows = %d, want 1", got)
+	}
+}
+
+func TestPreparedStatement(t *testing.T) {
+	c := connect(t, openTest(t))
+	ctx := context.Background()
+	exec(t, c, "CREATE TABLE t (i INTEGER, s VARCHAR)")
+	s, err := c.Prepare("INSERT INTO t VALUES (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.StatementType() != StatementInsert || len(s.Names()) != 1 || s.Names()[0] != "Count" {
+		t.Fatalf("type %v, names %v", s.StatementType(), s.Names())
+	}
+	for i := range 3 {
+		if n, err := s.Exec(ctx, i, "x"); err != nil || n != 1 {
+			t.Fatalf("exec %d: %d, %v", i, n, err)
+		}
+	}
+	if _, err := s.Exec(ctx, 1); err == nil {
+		t.Error("missing argument accepted")
+	}
+	if _, err := s.Exec(ctx, "nope", "x"); err == nil {
+		t.Error("conversion error not reported")
+	}
+	ret, err := c.Prepare("UPDATE t SET s = 'y' WHERE i > ? RETURNING i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ret.Close()
+	if ret.StatementType() != StatementUpdate || len(ret.Names()) != 1 || ret.Names()[0] != "i" {
+		t.Fatalf("RETURNING: type %v, names %v", ret.StatementType(), ret.Names())
+	}
+	// Rows changed come from DuckDB's count row, which RETURNING replaces.
+	if n, err := ret.Exec(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("RETURNING exec: %d, %v", n, err)
+	}
+	if got := exec(t, c, "DELETE FROM t WHERE s = 'y'"); got != 2 {
+		t.Fatalf("rows updated through RETURNING = %d, want 2", got)
+	}
+	if _, err := c.Prepare("SELECT 1; SELECT 2"); err == nil {
+		t.Error("two statements prepared")
+	}
+	var e *Error
+	if _, err := c.Prepare("SELEC 1"); !errors.As(err, &e) || e.Type != "Parser" {
+		t.Errorf("parse error = %v", err)
+	}
+	s.Close()
+	if _, err := s.Exec(ctx, 1, "x"); err == nil {
+		t.Error("closed statement ran")
+	}
+}
