@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,9 @@ var metaDDL = []string{
 	`INSERT INTO ` + metaSchema + `.applied VALUES (1, 0) ON CONFLICT DO NOTHING`,
 	`CREATE TABLE IF NOT EXISTS ` + metaSchema + `.keys(key VARCHAR NOT NULL, idx UBIGINT NOT NULL, ts BIGINT NOT NULL,
 		changed BIGINT NOT NULL, err_type VARCHAR, err_msg VARCHAR, result BLOB)`,
-	`CREATE INDEX IF NOT EXISTS keys_key ON ` + metaSchema + `.keys(key)`,
+	// Lookups are served from memory (keyCache); an index would only slow
+	// down every insert.
+	`DROP INDEX IF EXISTS ` + metaSchema + `.keys_key`,
 }
 
 // applyRetries bounds how often a batch that failed for a node-local reason
@@ -43,6 +44,8 @@ type fsm struct {
 	conn      *engine.Conn // used only on raft's FSM goroutine
 	log       *slog.Logger
 	keyWindow uint64
+	keys      *keyCache    // used only on raft's FSM goroutine
+	storeIdx  *engine.Stmt // UPDATE of the applied index, prepared once
 
 	applied atomic.Uint64
 
@@ -56,7 +59,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, changed: make(chan struct{})}
+	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), changed: make(chan struct{})}
 	// Casts of the leader's timestamps (now()::DATE) must not depend on
 	// each node's time zone.
 	if _, err := conn.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
@@ -64,7 +67,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, fmt.Errorf("pin apply time zone: %w", err)
 	}
 	if err := f.init(); err != nil {
-		conn.Close()
+		f.close()
 		return nil, err
 	}
 	return f, nil
@@ -87,6 +90,12 @@ func (f *fsm) init() error {
 	if err != nil {
 		return err
 	}
+	if err := f.keys.load(f.conn, idx); err != nil {
+		return err
+	}
+	if f.storeIdx, err = f.conn.Prepare("UPDATE " + metaSchema + ".applied SET idx = ? WHERE id = 1"); err != nil {
+		return fmt.Errorf("prepare applied index update: %w", err)
+	}
 	f.applied.Store(idx)
 	return nil
 }
@@ -94,14 +103,14 @@ func (f *fsm) init() error {
 // inTxn runs fn in a DuckDB transaction on the apply connection.
 func (f *fsm) inTxn(fn func() error) error {
 	ctx := context.Background()
-	if _, err := f.conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+	if err := f.conn.Begin(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	if err := fn(); err != nil {
 		f.rollback()
 		return err
 	}
-	if _, err := f.conn.Exec(ctx, "COMMIT"); err != nil {
+	if err := f.conn.Commit(ctx); err != nil {
 		f.rollback()
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -112,7 +121,7 @@ func (f *fsm) rollback() {
 	if !f.conn.InTransaction() {
 		return
 	}
-	if _, err := f.conn.Exec(context.Background(), "ROLLBACK"); err != nil {
+	if err := f.conn.Rollback(context.Background()); err != nil {
 		f.log.Error("rollback failed", "err", err)
 	}
 }
@@ -276,8 +285,13 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 	}
 	failed := make(map[int]error)
 	for attempt := 1; ; {
-		at, err := f.tryApply(work, failed, prev, last)
+		added := newKeyCache(f.keyWindow)
+		at, err := f.tryApply(work, failed, added, prev, last)
 		if err == nil {
+			for _, r := range added.order {
+				f.keys.add(r)
+			}
+			f.keys.evict(last)
 			return nil
 		}
 		f.rollback()
@@ -363,21 +377,27 @@ func (f *fsm) threadCount(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
-// tryApply runs one attempt. On a command's failure it returns the
-// command's position in work; on any other failure -1.
-func (f *fsm) tryApply(work []pending, failed map[int]error, prev, last uint64) (int, error) {
+// tryApply runs one attempt. Keys applied by it go to added, which the
+// caller merges into the cache once the attempt committed. On a command's
+// failure it returns the command's position in work; on any other failure
+// -1.
+func (f *fsm) tryApply(work []pending, failed map[int]error, added *keyCache, prev, last uint64) (int, error) {
 	ctx := context.Background()
-	if _, err := f.conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+	if err := f.conn.Begin(ctx); err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
 	for k, p := range work {
 		if len(p.cmd.Key) > 0 {
-			first, err := f.lookupKey(p)
-			if err != nil {
-				return -1, err
+			first := added.lookup(p.cmd.Key, p.index)
+			if first == nil {
+				first = f.keys.lookup(p.cmd.Key, p.index)
 			}
 			if first != nil {
-				*p.out = *first
+				r, err := first.replay()
+				if err != nil {
+					return -1, fmt.Errorf("replay idempotency key: %w", err)
+				}
+				*p.out = r
 				continue
 			}
 		}
@@ -397,12 +417,19 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, prev, last uint64) 
 			*p.out = cmdResult{res: res}
 		}
 		if len(p.cmd.Key) > 0 {
-			if err := f.storeKey(p, res, err); err != nil {
-				return -1, err
+			r, err := newKeyRecord(p.cmd.Key, p.index, p.cmd.Timestamp, res, err)
+			if err != nil {
+				return -1, fmt.Errorf("record idempotency key: %w", err)
 			}
+			added.add(&r)
 		}
 	}
-	if _, err := f.conn.Exec(ctx, "UPDATE "+metaSchema+".applied SET idx = ? WHERE id = 1", last); err != nil {
+	if len(added.order) > 0 {
+		if err := storeKeys(f.conn, added.order); err != nil {
+			return -1, err
+		}
+	}
+	if _, err := f.storeIdx.Exec(ctx, last); err != nil {
 		return -1, fmt.Errorf("store applied index: %w", err)
 	}
 	if f.keyWindow > 0 && last/pruneEvery > prev/pruneEvery && last > f.keyWindow {
@@ -412,7 +439,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, prev, last uint64) 
 			return -1, fmt.Errorf("prune keys: %w", err)
 		}
 	}
-	if _, err := f.conn.Exec(ctx, "COMMIT"); err != nil {
+	if err := f.conn.Commit(ctx); err != nil {
 		return -1, fmt.Errorf("commit: %w", err)
 	}
 	return -1, nil
@@ -465,6 +492,9 @@ func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *ExecResu
 		res.RowsChanged += n
 		return nil
 	}
+	if done, err := f.applyCounted(ctx, s, res); done {
+		return err
+	}
 	sql, err := inlineParams(s.SQL, s.Params)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
@@ -502,61 +532,59 @@ func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *ExecResu
 	return nil
 }
 
-// lookupKey returns the stored result of p's key if it was applied within
-// the key window before p, or nil.
-func (f *fsm) lookupKey(p pending) (*cmdResult, error) {
-	var minIdx uint64
-	if p.index > f.keyWindow {
-		minIdx = p.index - f.keyWindow
+// applyCounted runs an INSERT, UPDATE or DELETE without RETURNING whose
+// result is wanted. DuckDB answers those with one BIGINT "Count" row equal to
+// the rows changed, so the statement runs like a plain Exec and the row is
+// built here, without streaming and re-encoding a result. done is false for
+// other statements, which the caller runs as a query.
+func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *ExecResult) (done bool, err error) {
+	switch firstKeyword(s.SQL) {
+	case "INSERT", "UPDATE", "DELETE":
+	default:
+		return false, nil
 	}
-	row, err := queryRow(f.conn, fmt.Sprintf(
-		"SELECT idx, changed, err_type, err_msg, result FROM %s.keys WHERE key = '%s' AND idx >= %d LIMIT 1",
-		metaSchema, hex.EncodeToString(p.cmd.Key), minIdx))
+	if hasWord(s.SQL, "RETURNING") {
+		return false, nil
+	}
+	st, err := f.conn.Prepare(s.SQL)
 	if err != nil {
-		return nil, fmt.Errorf("look up idempotency key: %w", err)
+		return true, err
 	}
-	if row == nil {
-		return nil, nil
+	defer st.Close()
+	switch st.StatementType() {
+	case engine.StatementInsert, engine.StatementUpdate, engine.StatementDelete:
+	default:
+		return false, nil
 	}
-	if row[3] != nil {
-		typ, _ := row[2].(string)
-		return &cmdResult{err: fmt.Errorf("entry %d: %w", row[0], &engine.Error{Type: typ, Message: row[3].(string)})}, nil
+	if names := st.Names(); len(names) != 1 || names[0] != "Count" {
+		return false, nil
 	}
-	res := &ExecResult{Index: row[0].(uint64), RowsChanged: row[1].(int64), Replayed: true}
-	if blob, ok := row[4].([]byte); ok {
-		if err := decodeReturning(blob, res); err != nil {
-			return nil, err
-		}
+	args := make([]any, len(s.Params))
+	for i, p := range s.Params {
+		args[i] = p.Value()
 	}
-	return &cmdResult{res: res}, nil
+	n, err := st.Exec(ctx, args...)
+	if err != nil {
+		return true, err
+	}
+	if !f.conn.InTransaction() {
+		return true, errTxnBroken
+	}
+	count, err := wire.NewVector(countType, []any{n})
+	if err != nil {
+		return true, fmt.Errorf("encode count: %w", err)
+	}
+	enc, err := wire.AppendDataChunk(nil, &wire.DataChunk{Rows: 1, Columns: []*wire.Vector{count}}, wire.Q3)
+	if err != nil {
+		return true, fmt.Errorf("encode count: %w", err)
+	}
+	res.Columns, res.Types, res.Chunks = []string{"Count"}, []wire.LogicalType{countType}, [][]byte{enc}
+	res.RowsChanged += n
+	return true, nil
 }
 
-// storeKey records the result of p under its idempotency key.
-func (f *fsm) storeKey(p pending, res *ExecResult, applyErr error) error {
-	var errType, errMsg, blob any
-	if applyErr != nil {
-		// The whole message is kept, so a replay reads exactly like the
-		// first failure.
-		errType, errMsg = "", applyErr.Error()
-		var e *engine.Error
-		if errors.As(applyErr, &e) {
-			errType = e.Type
-		}
-	} else if len(res.Columns) > 0 {
-		b, err := encodeReturning(res)
-		if err != nil {
-			return err
-		}
-		blob = b
-	}
-	_, err := f.conn.Exec(context.Background(),
-		"INSERT INTO "+metaSchema+".keys VALUES (?, ?, ?, ?, ?, ?, ?)",
-		hex.EncodeToString(p.cmd.Key), p.index, p.cmd.Timestamp, res.RowsChanged, errType, errMsg, blob)
-	if err != nil {
-		return fmt.Errorf("store idempotency key: %w", err)
-	}
-	return nil
-}
+// countType is the type of DuckDB's "Count" result column.
+var countType = wire.LogicalType{ID: wire.TypeBigInt}
 
 // nodeLocalErrors are DuckDB error types that depend on the node, not on
 // the entry: retrying may succeed, and recording them as the entry's result
@@ -589,17 +617,26 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var idx uint64
+	keys := newKeyCache(f.keyWindow)
 	err := f.inTxn(func() error {
 		var err error
-		idx, err = restoreSnapshot(f.conn, rc)
-		return err
+		if idx, err = restoreSnapshot(f.conn, rc); err != nil {
+			return err
+		}
+		return keys.load(f.conn, idx)
 	})
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	f.keys = keys
 	f.setApplied(idx)
 	f.log.Info("restored snapshot", "applied", idx)
 	return nil
 }
 
-func (f *fsm) close() error { return f.conn.Close() }
+func (f *fsm) close() error {
+	if f.storeIdx != nil {
+		f.storeIdx.Close()
+	}
+	return f.conn.Close()
+}

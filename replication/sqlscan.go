@@ -134,6 +134,20 @@ func firstKeyword(sql string) string {
 	return strings.ToUpper(sql[start:end])
 }
 
+// hasWord reports whether the word w (upper case) appears in the code of
+// sql as a whole word.
+func hasWord(sql, w string) bool {
+	found := false
+	scanCode(sql, func(i int) bool {
+		if i > 0 && isIdent(sql[i-1]) || i+len(w) > len(sql) || !strings.EqualFold(sql[i:i+len(w)], w) {
+			return true
+		}
+		found = i+len(w) == len(sql) || !isIdent(sql[i+len(w)])
+		return !found
+	})
+	return found
+}
+
 // multipleStatements reports whether sql holds code after a semicolon.
 func multipleStatements(sql string) bool {
 	semi, more := false, false

@@ -66,3 +66,24 @@ func TestInlineParams(t *testing.T) {
 		t.Error("missing parameter accepted")
 	}
 }
+
+func TestHasWord(t *testing.T) {
+	tests := []struct {
+		sql  string
+		want bool
+	}{
+		{"INSERT INTO t VALUES (1) RETURNING *", true},
+		{"insert into t values (1) returning(i)", true},
+		{"DELETE FROM t WHERE i = 1 RETURNING", true},
+		{"INSERT INTO t VALUES ('RETURNING')", false},
+		{`INSERT INTO t("returning") VALUES (1)`, false},
+		{"INSERT INTO t VALUES (1) -- RETURNING *", false},
+		{"INSERT INTO returning_log VALUES (1)", false},
+		{"INSERT INTO t(not_returning) VALUES (1)", false},
+	}
+	for _, tt := range tests {
+		if got := hasWord(tt.sql, "RETURNING"); got != tt.want {
+			t.Errorf("hasWord(%q) = %v, want %v", tt.sql, got, tt.want)
+		}
+	}
+}

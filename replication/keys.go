@@ -1,0 +1,196 @@
+package replication
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// keyRecord is the first result of a command with an idempotency key: what
+// a row of _duckraft.keys holds.
+type keyRecord struct {
+	key     string // raw key bytes
+	idx     uint64
+	ts      int64
+	changed int64
+	failed  bool
+	errType string
+	errMsg  string
+	result  []byte // encodeReturning of the returned rows, nil if none
+}
+
+// replay turns r back into the result a retry of its command gets.
+func (r *keyRecord) replay() (cmdResult, error) {
+	if r.failed {
+		return cmdResult{err: fmt.Errorf("entry %d: %w", r.idx, &engine.Error{Type: r.errType, Message: r.errMsg})}, nil
+	}
+	res := &ExecResult{Index: r.idx, RowsChanged: r.changed, Replayed: true}
+	if r.result != nil {
+		if err := decodeReturning(r.result, res); err != nil {
+			return cmdResult{}, err
+		}
+	}
+	return cmdResult{res: res}, nil
+}
+
+// newKeyRecord records the outcome of applying the command with key at idx.
+func newKeyRecord(key []byte, idx uint64, ts int64, res *ExecResult, applyErr error) (keyRecord, error) {
+	r := keyRecord{key: string(key), idx: idx, ts: ts, changed: res.RowsChanged}
+	if applyErr != nil {
+		// The whole message is kept, so a replay reads exactly like the
+		// first failure.
+		r.failed, r.errMsg = true, applyErr.Error()
+		var e *engine.Error
+		if errors.As(applyErr, &e) {
+			r.errType = e.Type
+		}
+		return r, nil
+	}
+	if len(res.Columns) > 0 {
+		b, err := encodeReturning(res)
+		if err != nil {
+			return keyRecord{}, err
+		}
+		r.result = b
+	}
+	return r, nil
+}
+
+// keyCache holds in memory every idempotency key applied within the key
+// window, so lookups cost no query. _duckraft.keys stays the durable copy:
+// it is loaded at start and after a snapshot restore.
+type keyCache struct {
+	window uint64
+	byKey  map[string]*keyRecord
+	order  []*keyRecord // by index, for eviction
+}
+
+func newKeyCache(window uint64) *keyCache {
+	return &keyCache{window: window, byKey: make(map[string]*keyRecord)}
+}
+
+// lookup returns the record of key if it was applied within the window
+// before index, exactly as the query `key = ? AND idx >= index - window`
+// on the table would.
+func (c *keyCache) lookup(key []byte, index uint64) *keyRecord {
+	r := c.byKey[string(key)]
+	if r == nil || index > c.window && r.idx < index-c.window {
+		return nil
+	}
+	return r
+}
+
+// add records r, replacing an older record of the same key.
+func (c *keyCache) add(r *keyRecord) {
+	c.byKey[r.key] = r
+	c.order = append(c.order, r)
+}
+
+// evict drops records that no lookup at an index above applied can see.
+func (c *keyCache) evict(applied uint64) {
+	if applied <= c.window {
+		return
+	}
+	oldest := applied - c.window
+	n := 0
+	for n < len(c.order) && c.order[n].idx < oldest {
+		if r := c.order[n]; c.byKey[r.key] == r {
+			delete(c.byKey, r.key)
+		}
+		n++
+	}
+	if n > 0 {
+		c.order = append(c.order[:0:0], c.order[n:]...)
+	}
+}
+
+// load replaces the cache with the keys in conn's database that a lookup
+// above applied can see.
+func (c *keyCache) load(conn *engine.Conn, applied uint64) error {
+	c.byKey = make(map[string]*keyRecord)
+	c.order = nil
+	var oldest uint64
+	if applied > c.window {
+		oldest = applied - c.window
+	}
+	res, err := conn.Query(context.Background(), fmt.Sprintf(
+		"SELECT key, idx, ts, changed, err_type, err_msg, result FROM %s.keys WHERE idx >= %d ORDER BY idx", metaSchema, oldest))
+	if err != nil {
+		return fmt.Errorf("load idempotency keys: %w", err)
+	}
+	defer res.Close()
+	for {
+		chunk, err := res.Next()
+		if err != nil {
+			return fmt.Errorf("load idempotency keys: %w", err)
+		}
+		if chunk == nil {
+			return nil
+		}
+		for i := range chunk.Rows {
+			r, err := scanKeyRecord(chunk, i)
+			if err != nil {
+				return fmt.Errorf("load idempotency keys: %w", err)
+			}
+			c.add(r)
+		}
+	}
+}
+
+func scanKeyRecord(chunk *wire.DataChunk, row int) (*keyRecord, error) {
+	vals := make([]any, len(chunk.Columns))
+	for i, v := range chunk.Columns {
+		var err error
+		if vals[i], err = v.Value(row); err != nil {
+			return nil, err
+		}
+	}
+	key, err := hex.DecodeString(vals[0].(string))
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", vals[0], err)
+	}
+	r := &keyRecord{key: string(key), idx: vals[1].(uint64), ts: vals[2].(int64), changed: vals[3].(int64)}
+	if msg, ok := vals[5].(string); ok {
+		r.failed, r.errMsg = true, msg
+		r.errType, _ = vals[4].(string)
+	}
+	r.result, _ = vals[6].([]byte)
+	if r.result != nil {
+		r.result = append([]byte(nil), r.result...)
+	}
+	return r, nil
+}
+
+// keyColumns are the types of _duckraft.keys, for appending records.
+var keyColumns = []wire.LogicalType{
+	{ID: wire.TypeVarchar}, {ID: wire.TypeUBigInt}, {ID: wire.TypeBigInt}, {ID: wire.TypeBigInt},
+	{ID: wire.TypeVarchar}, {ID: wire.TypeVarchar}, {ID: wire.TypeBlob},
+}
+
+// storeKeys appends records to _duckraft.keys in conn's transaction, in one
+// appender call rather than one INSERT per key.
+func storeKeys(conn *engine.Conn, records []*keyRecord) error {
+	rows := make([][]any, len(records))
+	for i, r := range records {
+		var errType, errMsg, result any
+		if r.failed {
+			errType, errMsg = r.errType, r.errMsg
+		}
+		if r.result != nil {
+			result = r.result
+		}
+		rows[i] = []any{hex.EncodeToString([]byte(r.key)), r.idx, r.ts, r.changed, errType, errMsg, result}
+	}
+	chunk, err := wire.ChunkFromRows(keyColumns, rows)
+	if err != nil {
+		return fmt.Errorf("store idempotency keys: %w", err)
+	}
+	if err := conn.Append(metaSchema, "keys", chunk); err != nil {
+		return fmt.Errorf("store idempotency keys: %w", err)
+	}
+	return nil
+}
