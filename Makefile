@@ -18,11 +18,13 @@ build:
 run: build
 	./scripts/run-local.sh
 
-# System tests start real duckraftd processes: the one just built.
+# System tests start real duckraftd processes: the one just built. Packages
+# run one at a time (-p 1) so that clusters under test do not starve each
+# other of the machine's two cores: Raft timeouts are real.
 export DUCKRAFTD := $(CURDIR)/$(BIN)/duckraftd
 
 test: build vet
-	$(GO) test -tags $(TAGS) -count=1 -timeout 15m $(PKGS)
+	$(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 15m $(PKGS)
 	$(GO) test -tags $(TAGS) -count=1 -race -short -timeout 15m $(RACE_PKGS)
 
 vet:
