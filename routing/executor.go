@@ -279,7 +279,7 @@ func (e *Executor) write(ctx context.Context, st *sessionState, req writeRequest
 		if e.cfg.Store.IsLeader() {
 			res, err = e.applyOnLeader(ctx, req)
 		} else if addr, ok := e.leaderQuackAddr(); ok {
-			res, err = e.fwd.write(ctx, addr, req)
+			res, err = e.forwardWrite(ctx, addr, req)
 		} else {
 			err = replication.ErrNotLeader
 		}
@@ -298,6 +298,38 @@ func (e *Executor) write(ctx context.Context, st *sessionState, req writeRequest
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// forwardWrite hands req to the leader at addr, and gives up on it as soon
+// as this node learns of another leader: a frozen or cut-off leader never
+// answers, and the retry is safe because it carries the same idempotency
+// key.
+func (e *Executor) forwardWrite(ctx context.Context, addr string, req writeRequest) (*replication.ExecResult, error) {
+	leader := e.cfg.Store.LeaderID()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if id := e.cfg.Store.LeaderID(); id != leader {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	res, err := e.fwd.write(fctx, addr, req)
+	if err != nil && ctx.Err() == nil && fctx.Err() != nil {
+		return nil, fmt.Errorf("%w: leader changed from %s while writing", errForward, leader)
+	}
+	return res, err
 }
 
 func retryable(err error) bool {
