@@ -180,7 +180,12 @@ func (n *Node) start(t testing.TB) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cmd := exec.Command(n.c.bin, n.args()...)
-	n.log = &bytes.Buffer{}
+	if n.log == nil {
+		n.log = &bytes.Buffer{}
+	} else {
+		// Keep what the previous run printed: why it stopped is often there.
+		fmt.Fprintf(n.log, "--- testcluster: restarting %s ---\n", n.ID)
+	}
 	cmd.Stdout = n.log
 	cmd.Stderr = n.log
 	if err := cmd.Start(); err != nil {
@@ -272,6 +277,16 @@ func (n *Node) Restart(t testing.TB) {
 	t.Helper()
 	if n.Running() {
 		n.Kill()
+	}
+	if n.join == "" {
+		// The first node bootstrapped alone; restarted, it must find the
+		// others through gossip like any node that rejoins.
+		for _, m := range n.c.Nodes {
+			if m != n && m.Running() {
+				n.join = m.GossipAddr
+				break
+			}
+		}
 	}
 	n.start(t)
 }

@@ -82,11 +82,21 @@ func (r *Report) Failures() []string {
 	return out
 }
 
-// Failovers returns the measured failover durations.
+// Failovers returns the measured failover durations: leader killed,
+// stopped or cut off → first acknowledged write.
 func (r *Report) Failovers() []time.Duration {
+	return r.stalls(func(f fault) bool { return f.failover() })
+}
+
+// Stalls returns how long writes stalled after the leader was paused.
+func (r *Report) Stalls() []time.Duration {
+	return r.stalls(func(f fault) bool { return f == pauseLeader })
+}
+
+func (r *Report) stalls(kind func(fault) bool) []time.Duration {
 	var out []time.Duration
 	for _, e := range r.Events {
-		if e.skipped == "" && e.fault.onLeader() && e.fault != flapLeader && !e.noAck {
+		if e.skipped == "" && kind(e.fault) && !e.noAck {
 			out = append(out, e.failover)
 		}
 	}
@@ -140,7 +150,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func (r *Report) failoverVerdict() verdict {
 	v := verdict{name: fmt.Sprintf("failover median < %v, p99 < %v", maxFailoverMedian, maxFailoverP99)}
 	for _, e := range r.Events {
-		if e.noAck && e.fault != flapLeader {
+		if e.noAck && e.fault.failover() {
 			v.detail = fmt.Sprintf("no write acknowledged after step %d (%s on %s)", e.step, e.fault, e.node)
 			return v
 		}
@@ -185,9 +195,12 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  %-20s %6d  e.g. %s\n", k, r.errs[k], r.examples[k])
 	}
 	fo := r.Failovers()
-	fmt.Fprintf(&b, "\nfailover (leader fault → first acknowledged write): %d measured, median %v, p99 %v, max %v\n",
+	fmt.Fprintf(&b, "\nfailover (leader killed, stopped or cut off → first acknowledged write): %d measured, median %v, p99 %v, max %v\n",
 		len(fo), percentile(fo, 50).Round(time.Millisecond), percentile(fo, 99).Round(time.Millisecond),
 		percentile(fo, 100).Round(time.Millisecond))
+	st := r.Stalls()
+	fmt.Fprintf(&b, "leader paused → first acknowledged write: %d measured, median %v, max %v (not a failover target; see docs/reliability.md)\n",
+		len(st), percentile(st, 50).Round(time.Millisecond), percentile(st, 100).Round(time.Millisecond))
 	fmt.Fprintf(&b, "max replication lag: %d entries on a node not under a fault (%s), %d on any node (incl. catching up)\n",
 		r.lag.healthy, r.lag.node, r.lag.any)
 	fmt.Fprintf(&b, "raft links: %d proxied, %d refused and %d cut by partitions\n", r.links.Proxied, r.links.Refused, r.links.Cut)

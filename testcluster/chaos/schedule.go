@@ -25,10 +25,23 @@ const (
 
 var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower}
 
-// onLeader reports whether f targets the leader, and so is a failover.
+// onLeader reports whether f targets the leader: the report measures how
+// long writes stall after it.
 func (f fault) onLeader() bool {
 	switch f {
 	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader:
+		return true
+	}
+	return false
+}
+
+// failover reports whether f takes the leader away for good, so that only
+// a new leader can take writes: the faults the failover targets apply to.
+// A paused leader and a flap may come back before writes resume; they are
+// reported apart.
+func (f fault) failover() bool {
+	switch f {
+	case killLeader, stopLeader, isolateLeader:
 		return true
 	}
 	return false
