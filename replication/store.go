@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -142,6 +143,10 @@ type Store struct {
 	fsm   *fsm
 	logs  *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
+
+	// readyTerm is the term in which this node, as leader, has committed
+	// an entry of its own, so its commit index is current for reads.
+	readyTerm atomic.Uint64
 
 	proposals chan *proposal
 	closing   chan struct{}
@@ -534,6 +539,18 @@ func (s *Store) WaitForApplied(ctx context.Context, idx uint64) error {
 func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 	if !s.IsLeader() {
 		return 0, s.notLeader()
+	}
+	// A new leader's commit index may not yet cover the last entries of
+	// the previous term: it does once an entry of its own term commits.
+	// A barrier per term waits for that (Raft §8).
+	if term := s.raft.CurrentTerm(); s.readyTerm.Load() != term {
+		if err := s.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+				return 0, s.notLeader()
+			}
+			return 0, fmt.Errorf("read index barrier: %w", err)
+		}
+		s.readyTerm.Store(term)
 	}
 	if err := s.VerifyLeader(); err != nil {
 		return 0, err
