@@ -101,8 +101,9 @@ type Config struct {
 	// ApplyTimeout (default 10s) bounds how long a proposal waits to be
 	// accepted by raft.
 	ApplyTimeout time.Duration
-	// KeyWindow (default 1<<20) is how many log entries an idempotency key
-	// is remembered for.
+	// KeyWindow (default 1<<16) is how many log entries an idempotency key
+	// is remembered for. Keys inside the window are held in memory, so the
+	// window bounds the FSM's memory as well as the keys table.
 	KeyWindow uint64
 	// MaxBatch (default 256) bounds the commands packed into one log entry.
 	MaxBatch int
@@ -116,7 +117,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.TrailingLogs, 4096)
 	setDefault(&c.SnapshotInterval, 2*time.Minute)
 	setDefault(&c.ApplyTimeout, 10*time.Second)
-	setDefault(&c.KeyWindow, 1<<20)
+	setDefault(&c.KeyWindow, 1<<16)
 	setDefault(&c.MaxBatch, 256)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
