@@ -300,6 +300,9 @@ func runRouter(c *config, token string, level routing.Level, log *slog.Logger) e
 }
 
 // serve listens on --quack and serves mux until SIGINT or SIGTERM.
+// shutdownTimeout bounds a graceful stop.
+const shutdownTimeout = 10 * time.Second
+
 func serve(c *config, token string, mux *http.ServeMux, srv *node.Server, log *slog.Logger) error {
 	l, err := net.Listen("tcp", c.quackAddr)
 	if err != nil {
@@ -324,6 +327,14 @@ func serve(c *config, token string, mux *http.ServeMux, srv *node.Server, log *s
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		// Shutdown waits for statements in flight and for Raft. A stop
+		// must not hang on them: past the deadline the process exits, which
+		// is as safe as a crash, since every acknowledged write is already
+		// on disk on a quorum.
+		time.AfterFunc(shutdownTimeout, func() {
+			log.Error("shutdown timed out; exiting", "timeout", shutdownTimeout)
+			os.Exit(1)
+		})
 		hs.Close()
 		srv.Close()
 		return nil
