@@ -12,15 +12,12 @@ import (
 // through a follower: a new leader is elected within about a second, so
 // the write must be acknowledged well before the old leader resumes.
 //
-// It reproduces bug 2 of docs/reliability.md: the follower forwards the
-// write to the frozen leader and waits on it, without a bound of its own,
-// until the leader resumes or the client gives up.
+// It is the regression test for bug 2 of docs/reliability.md: the follower
+// forwarded the write to the frozen leader and waited on it until the
+// leader resumed or the client gave up.
 func TestWriteWhileLeaderPaused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pauses the leader of a real cluster")
-	}
-	if !*knownBugs {
-		t.Skip("reproduces an open bug (docs/reliability.md, bug 2); run with -args -known-bugs")
 	}
 	const pause = 8 * time.Second
 	c := testcluster.Start(t, 3, testcluster.Options{})

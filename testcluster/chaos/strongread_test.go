@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,23 +13,18 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-var knownBugs = flag.Bool("known-bugs", false, "run the tests that reproduce open bugs (docs/reliability.md)")
-
 // TestStrongReadAfterLeaderKill writes through the leader, kills it with
 // SIGKILL right after the acknowledgement, and strong-reads through the
 // survivors: once a new leader is elected a strong read must answer, and
 // one that began after the acknowledgement must see the write.
 //
-// It reproduces bug 1 of docs/reliability.md: with no write after the
-// election, strong reads fail until one comes, because the read index is
-// the new leader's no-op entry, which the FSM's applied index never
-// reaches.
+// It is the regression test for bug 1 of docs/reliability.md: with no
+// write after the election, strong reads failed until one came (the read
+// index was the new leader's no-op entry), and a new leader's commit index
+// could lag the previous term's acknowledged writes.
 func TestStrongReadAfterLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills leaders of a real cluster")
-	}
-	if !*knownBugs {
-		t.Skip("reproduces an open bug (docs/reliability.md, bug 1); run with -args -known-bugs")
 	}
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	setup := c.WaitForLeader(t, 20*time.Second).Client(t)
