@@ -133,7 +133,10 @@ func setDefault[T comparable](v *T, def T) {
 
 // maxInflight bounds the log entries proposed but not yet applied; while
 // they are in flight new writes queue up and are packed into one entry.
-const maxInflight = 4
+// One entry at a time makes batches as large as the waiting writes: each
+// batch costs one DuckDB COMMIT on every node, which dominates (measured
+// with `duckraft bench writes`: 162 → 287 tx/s at 8 clients against 4).
+const maxInflight = 1
 
 // Store is one node's replicated state: the raft node, its stores and
 // transport, and the FSM.
