@@ -54,18 +54,21 @@ func loadCase(t *testing.T, name string) []exchange {
 	return out
 }
 
+// decodeQ1 decodes a whole Q1 message.
+func decodeQ1(t *testing.T, raw []byte) (wire.Header, wire.Message) {
+	t.Helper()
+	h, msg, err := wire.DecodeMessage(raw, wire.Q1, wire.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, msg
+}
+
 // withSession re-encodes a captured request for our session id and, for a
 // FETCH, the result uuid our server issued.
 func withSession(t *testing.T, raw []byte, id string, uuid ...wire.Hugeint) []byte {
 	t.Helper()
-	h, rest, err := wire.DecodeHeader(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := wire.DecodeBody(wire.Q1, h.Type, rest, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, msg := decodeQ1(t, raw)
 	if h.ConnectionID != "" {
 		h.ConnectionID = id
 	}
@@ -78,14 +81,7 @@ func withSession(t *testing.T, raw []byte, id string, uuid ...wire.Hugeint) []by
 // resultUUID returns the uuid of a PREPARE_RESPONSE body, if it is one.
 func resultUUID(t *testing.T, raw []byte) (wire.Hugeint, bool) {
 	t.Helper()
-	h, rest, err := wire.DecodeHeader(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := wire.DecodeBody(wire.Q1, h.Type, rest, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, msg := decodeQ1(t, raw)
 	p, ok := msg.(*wire.PrepareResponse)
 	if !ok {
 		return wire.Hugeint{}, false
@@ -97,14 +93,7 @@ func resultUUID(t *testing.T, raw []byte) (wire.Hugeint, bool) {
 // header, result uuids) and re-encodes, so bodies compare byte for byte.
 func normalize(t *testing.T, raw []byte) []byte {
 	t.Helper()
-	h, rest, err := wire.DecodeHeader(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := wire.DecodeBody(wire.Q1, h.Type, rest, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, msg := decodeQ1(t, raw)
 	if h.ConnectionID != "" {
 		h.ConnectionID = "SESSION"
 	}
