@@ -220,18 +220,7 @@ func run(args []string) error {
 		return err
 	}
 	execRef.Store(exec)
-	cfg := node.Config{
-		DB:              db,
-		Authenticator:   node.TokenAuth{Token: token},
-		Executor:        exec,
-		MaxMessageBytes: c.maxMessageBytes,
-		HiddenSchemas:   []string{replication.MetaSchema},
-		Logger:          log,
-	}
-	if c.authorizer != "" {
-		cfg.Authorizer = node.SQLAuthorizer{DB: db, Function: c.authorizer}
-	}
-	srv, err := node.New(cfg)
+	srv, err := quackServer(c, db, exec, token, c.authorizer, log)
 	if err != nil {
 		return err
 	}
@@ -244,6 +233,24 @@ func run(args []string) error {
 	mux.Handle("/", srv.Handler())
 	log.Info("serving Quack", "id", c.id, "raft", c.raftAddr, "gossip", c.gossipAddr, "data", c.data, "duckdb", db.Version())
 	return serve(c, token, mux, srv, log)
+}
+
+// quackServer is the Quack front end of a node or a router: sessions
+// authenticated by the cluster token, statements run by exec, and, when
+// authorizer names a SQL macro, each statement authorized by it.
+func quackServer(c *config, db *engine.DB, exec node.Executor, token, authorizer string, log *slog.Logger) (*node.Server, error) {
+	cfg := node.Config{
+		DB:              db,
+		Authenticator:   node.TokenAuth{Token: token},
+		Executor:        exec,
+		MaxMessageBytes: c.maxMessageBytes,
+		HiddenSchemas:   []string{replication.MetaSchema},
+		Logger:          log,
+	}
+	if authorizer != "" {
+		cfg.Authorizer = node.SQLAuthorizer{DB: db, Function: authorizer}
+	}
+	return node.New(cfg)
 }
 
 // runRouter runs a data-less router. Its sessions still need a DuckDB
@@ -279,14 +286,9 @@ func runRouter(c *config, token string, level routing.Level, log *slog.Logger) e
 		return err
 	}
 	execRef.Store(exec)
-	srv, err := node.New(node.Config{
-		DB:              db,
-		Authenticator:   node.TokenAuth{Token: token},
-		Executor:        exec,
-		MaxMessageBytes: c.maxMessageBytes,
-		HiddenSchemas:   []string{replication.MetaSchema},
-		Logger:          log,
-	})
+	// The router's database holds no data, so it has no authorizer macro:
+	// statements are authorized where they run.
+	srv, err := quackServer(c, db, exec, token, "", log)
 	if err != nil {
 		return err
 	}
