@@ -168,7 +168,13 @@ func (e *Executor) state(s *node.Session) *sessionState {
 	if st, ok := s.Value(stateKey{}).(*sessionState); ok {
 		return st
 	}
+	// A new session starts at what this node knows to be committed, so a
+	// client that connects after another one's write was acknowledged
+	// reads it, wherever its reads run.
 	st := &sessionState{consistency: e.cfg.Consistency}
+	if c, ok := e.cfg.Store.(interface{ CommitIndex() uint64 }); ok {
+		st.lastIndex = c.CommitIndex()
+	}
 	s.SetValue(stateKey{}, st)
 	return st
 }
