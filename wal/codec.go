@@ -214,15 +214,9 @@ func (d *decoder) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf[d.off:])
-	if n <= 0 {
-		if n == 0 {
-			d.fail("truncated reading %s", what)
-		} else {
-			d.fail("%s overflows 64 bits", what)
-		}
+	if !d.consumed(what, n) {
 		return 0
 	}
-	d.off += n
 	return v
 }
 
@@ -231,16 +225,25 @@ func (d *decoder) varint(what string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.buf[d.off:])
-	if n <= 0 {
-		if n == 0 {
-			d.fail("truncated reading %s", what)
-		} else {
-			d.fail("%s overflows 64 bits", what)
-		}
+	if !d.consumed(what, n) {
 		return 0
 	}
-	d.off += n
 	return v
+}
+
+// consumed advances past a varint of n bytes as encoding/binary reports it:
+// 0 means the input ended, a negative n that the value overflowed.
+func (d *decoder) consumed(what string, n int) bool {
+	switch {
+	case n == 0:
+		d.fail("truncated reading %s", what)
+	case n < 0:
+		d.fail("%s overflows 64 bits", what)
+	default:
+		d.off += n
+		return true
+	}
+	return false
 }
 
 // count reads a number of elements; each takes at least one byte, so a count
