@@ -206,16 +206,9 @@ func run(args []string) error {
 	}
 	defer members.Close()
 
-	exec, err := routing.New(routing.Config{
-		ID:           c.id,
-		Store:        store,
-		Directory:    members,
-		DB:           db,
-		Token:        token,
-		Consistency:  level,
-		MaxStaleness: c.maxStaleness,
-		Logger:       log,
-	})
+	rc := routingConfig(c, db, members, token, level, log)
+	rc.Store = store
+	exec, err := routing.New(rc)
 	if err != nil {
 		return err
 	}
@@ -233,6 +226,19 @@ func run(args []string) error {
 	mux.Handle("/", srv.Handler())
 	log.Info("serving Quack", "id", c.id, "raft", c.raftAddr, "gossip", c.gossipAddr, "data", c.data, "duckdb", db.Version())
 	return serve(c, token, mux, srv, log)
+}
+
+// routingConfig is what a node's and a router's routing share.
+func routingConfig(c *config, db *engine.DB, dir routing.Directory, token string, level routing.Level, log *slog.Logger) routing.Config {
+	return routing.Config{
+		ID:           c.id,
+		Directory:    dir,
+		DB:           db,
+		Token:        token,
+		Consistency:  level,
+		MaxStaleness: c.maxStaleness,
+		Logger:       log,
+	}
 }
 
 // quackServer is the Quack front end of a node or a router: sessions
@@ -273,15 +279,7 @@ func runRouter(c *config, token string, level routing.Level, log *slog.Logger) e
 		return err
 	}
 	defer members.Close()
-	exec, err := routing.NewRouter(routing.Config{
-		ID:           c.id,
-		Directory:    members,
-		DB:           db,
-		Token:        token,
-		Consistency:  level,
-		MaxStaleness: c.maxStaleness,
-		Logger:       log,
-	})
+	exec, err := routing.NewRouter(routingConfig(c, db, members, token, level, log))
 	if err != nil {
 		return err
 	}
