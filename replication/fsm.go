@@ -44,8 +44,7 @@ type fsm struct {
 	conn      *engine.Conn // used only on raft's FSM goroutine
 	log       *slog.Logger
 	keyWindow uint64
-	keys      *keyCache    // used only on raft's FSM goroutine
-	storeIdx  *engine.Stmt // UPDATE of the applied index, prepared once
+	keys      *keyCache // used only on raft's FSM goroutine
 
 	applied atomic.Uint64
 
@@ -93,9 +92,6 @@ func (f *fsm) init() error {
 	if err := f.keys.load(f.conn, idx); err != nil {
 		return err
 	}
-	if f.storeIdx, err = f.conn.Prepare("UPDATE " + metaSchema + ".applied SET idx = ? WHERE id = 1"); err != nil {
-		return fmt.Errorf("prepare applied index update: %w", err)
-	}
 	f.applied.Store(idx)
 	return nil
 }
@@ -126,9 +122,12 @@ func (f *fsm) rollback() {
 	}
 }
 
-// readApplied reads the applied index in conn's current transaction.
+// readApplied reads the applied index in conn's current transaction. Each
+// batch appends a marker row holding its last index to the keys table (see
+// storeKeys); the applied table holds the index of a restored snapshot.
 func readApplied(conn *engine.Conn) (uint64, error) {
-	row, err := queryRow(conn, "SELECT idx FROM "+metaSchema+".applied WHERE id = 1")
+	row, err := queryRow(conn, "SELECT greatest((SELECT idx FROM "+metaSchema+".applied WHERE id = 1), "+
+		"(SELECT coalesce(max(idx), 0) FROM "+metaSchema+".keys))")
 	if err != nil {
 		return 0, fmt.Errorf("read applied index: %w", err)
 	}
@@ -217,8 +216,16 @@ type pending struct {
 func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch implements raft.BatchingFSM. Entries at or below the applied
-// index are skipped; the rest are applied in one DuckDB transaction together
-// with the new applied index.
+// index are skipped; each command entry above it is applied in one DuckDB
+// transaction together with the new applied index (entries raft passes
+// without commands join the next transaction).
+//
+// One transaction per entry, not per ApplyBatch call, because raft groups
+// entries into calls differently on each node, and a failing command re-runs
+// the commands of its transaction: sequences are not transactional in
+// DuckDB, so a re-run that reached across entries would consume nextval
+// values on one node and not on another. Entries already carry the
+// commands proposed together, so this costs few commits.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	resps := make([]any, len(logs))
 	if err := f.haltErr(); err != nil {
@@ -230,6 +237,23 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	applied := f.applied.Load()
 	last := applied
 	var work []pending
+	flush := func() bool {
+		if last == applied {
+			return true
+		}
+		if err := f.applyWork(work, applied, last); err != nil {
+			f.halt(err)
+			for i, l := range logs {
+				if l.Index > applied {
+					resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
+				}
+			}
+			return false
+		}
+		f.setApplied(last)
+		applied, work = last, nil
+		return true
+	}
 	for i, l := range logs {
 		if l.Index <= applied {
 			resps[i] = fmt.Errorf("entry %d: %w", l.Index, errAlreadyApplied)
@@ -249,20 +273,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		for j, c := range b.Commands {
 			work = append(work, pending{index: l.Index, cmd: c, out: &out.results[j]})
 		}
-	}
-	if last == applied {
-		return resps
-	}
-	if err := f.applyWork(work, applied, last); err != nil {
-		f.halt(err)
-		for i, l := range logs {
-			if l.Index > applied {
-				resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
-			}
+		if !flush() {
+			return resps
 		}
-		return resps
 	}
-	f.setApplied(last)
+	flush()
 	return resps
 }
 
@@ -284,9 +299,10 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 		defer restore()
 	}
 	failed := make(map[int]error)
+	alone := make(map[int]bool)
 	for attempt := 1; ; {
 		added := newKeyCache(f.keyWindow)
-		at, err := f.tryApply(work, failed, added, prev, last)
+		at, err := f.tryApply(work, failed, alone, added, prev, last)
 		if err == nil {
 			for _, r := range added.order {
 				f.keys.add(r)
@@ -295,7 +311,13 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 			return nil
 		}
 		f.rollback()
+		var re *runError
 		switch {
+		case errors.As(err, &re) && !nodeLocal(re.err):
+			for i := re.first; i < re.first+re.n; i++ {
+				alone[i] = true
+			}
+			continue
 		case at >= 0 && !nodeLocal(err):
 			failed[at] = err
 			continue
@@ -379,14 +401,30 @@ func (f *fsm) threadCount(ctx context.Context) (int, error) {
 
 // tryApply runs one attempt. Keys applied by it go to added, which the
 // caller merges into the cache once the attempt committed. On a command's
-// failure it returns the command's position in work; on any other failure
-// -1.
-func (f *fsm) tryApply(work []pending, failed map[int]error, added *keyCache, prev, last uint64) (int, error) {
+// failure it returns the command's position in work; on the failure of a
+// merged run of INSERTs a *runError, after which the caller applies the
+// run's commands alone; on any other failure -1.
+func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool, added *keyCache, prev, last uint64) (int, error) {
 	ctx := context.Background()
 	if err := f.conn.Begin(ctx); err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
-	for k, p := range work {
+	skip := func(k int) bool {
+		if _, ok := failed[k]; ok || alone[k] {
+			return true
+		}
+		key := work[k].cmd.Key
+		return len(key) > 0 && (added.lookup(key, work[k].index) != nil || f.keys.lookup(key, work[k].index) != nil)
+	}
+	for k := 0; k < len(work); k++ {
+		p := work[k]
+		if run, ok := nextRun(work, k, skip); ok {
+			if err := f.applyRun(ctx, run, work, added); err != nil {
+				return -1, err
+			}
+			k += run.n - 1
+			continue
+		}
 		if len(p.cmd.Key) > 0 {
 			first := added.lookup(p.cmd.Key, p.index)
 			if first == nil {
@@ -424,13 +462,8 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, added *keyCache, pr
 			added.add(&r)
 		}
 	}
-	if len(added.order) > 0 {
-		if err := storeKeys(f.conn, added.order); err != nil {
-			return -1, err
-		}
-	}
-	if _, err := f.storeIdx.Exec(ctx, last); err != nil {
-		return -1, fmt.Errorf("store applied index: %w", err)
+	if err := storeKeys(f.conn, added.order, last); err != nil {
+		return -1, err
 	}
 	if f.keyWindow > 0 && last/pruneEvery > prev/pruneEvery && last > f.keyWindow {
 		// Lookups only see keys inside the window, so when pruning runs
@@ -570,17 +603,71 @@ func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *ExecResult
 	if !f.conn.InTransaction() {
 		return true, errTxnBroken
 	}
+	return true, setCount(res, n)
+}
+
+// setCount makes res DuckDB's answer to a DML statement without RETURNING:
+// one BIGINT "Count" row holding the rows changed.
+func setCount(res *ExecResult, n int64) error {
 	count, err := wire.NewVector(countType, []any{n})
 	if err != nil {
-		return true, fmt.Errorf("encode count: %w", err)
+		return fmt.Errorf("encode count: %w", err)
 	}
 	enc, err := wire.AppendDataChunk(nil, &wire.DataChunk{Rows: 1, Columns: []*wire.Vector{count}}, wire.Q3)
 	if err != nil {
-		return true, fmt.Errorf("encode count: %w", err)
+		return fmt.Errorf("encode count: %w", err)
 	}
 	res.Columns, res.Types, res.Chunks = []string{"Count"}, []wire.LogicalType{countType}, [][]byte{enc}
 	res.RowsChanged += n
-	return true, nil
+	return nil
+}
+
+// runError is the failure of a merged run of INSERTs.
+type runError struct {
+	first, n int
+	err      error
+}
+
+func (e *runError) Error() string { return fmt.Sprintf("merged insert: %v", e.err) }
+func (e *runError) Unwrap() error { return e.err }
+
+// applyRun applies a run of INSERTs as one statement and gives each command
+// its own result, as if it had run alone.
+func (f *fsm) applyRun(ctx context.Context, run insertRun, work []pending, added *keyCache) error {
+	n, err := f.conn.Exec(ctx, run.sql)
+	if err == nil && !f.conn.InTransaction() {
+		return fmt.Errorf("entry %d: %w", work[run.first].index, errTxnBroken)
+	}
+	var want int64
+	for _, r := range run.rows {
+		want += r
+	}
+	if err == nil && n != want {
+		err = fmt.Errorf("changed %d rows, expected %d", n, want)
+	}
+	if err != nil {
+		return &runError{first: run.first, n: run.n, err: err}
+	}
+	for i, rows := range run.rows {
+		p := work[run.first+i]
+		res := &ExecResult{Index: p.index}
+		if p.cmd.Entry.(wal.Statement).Returning {
+			if err := setCount(res, rows); err != nil {
+				return err
+			}
+		} else {
+			res.RowsChanged = rows
+		}
+		*p.out = cmdResult{res: res}
+		if len(p.cmd.Key) > 0 {
+			r, err := newKeyRecord(p.cmd.Key, p.index, p.cmd.Timestamp, res, nil)
+			if err != nil {
+				return fmt.Errorf("record idempotency key: %w", err)
+			}
+			added.add(&r)
+		}
+	}
+	return nil
 }
 
 // countType is the type of DuckDB's "Count" result column.
@@ -635,8 +722,5 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 func (f *fsm) close() error {
-	if f.storeIdx != nil {
-		f.storeIdx.Close()
-	}
 	return f.conn.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -272,5 +273,40 @@ func TestNeedRestore(t *testing.T) {
 		if got, err := needRestore(tt.applied, snaps, logs); got != tt.want || err != nil {
 			t.Errorf("needRestore(%d) = %v, %v; want %v", tt.applied, got, err, tt.want)
 		}
+	}
+}
+
+// TestGroupingDoesNotChangeSequences applies the same entries in one
+// ApplyBatch call on one FSM and one call per entry on another, as raft may
+// on a leader and a follower. A failing command re-runs its transaction,
+// and DuckDB sequences are not transactional, so a re-run that reached back
+// into the earlier entry would hand out different values on the two nodes.
+func TestGroupingDoesNotChangeSequences(t *testing.T) {
+	logs := []*raft.Log{
+		logEntry(t, 1, stmt("CREATE SEQUENCE s"), stmt("CREATE TABLE t(id INTEGER PRIMARY KEY, n BIGINT DEFAULT nextval('s'))")),
+		logEntry(t, 2, stmt("INSERT INTO t (id) VALUES (1)")),
+		logEntry(t, 3, stmt("INSERT INTO t (id) VALUES (2)"), stmt("INSERT INTO t (id) VALUES (1)")),
+		logEntry(t, 4, stmt("INSERT INTO t (id) VALUES (3)")),
+	}
+	state := func(calls [][]*raft.Log) [][]any {
+		db := openDB(t, t.TempDir())
+		defer db.Close()
+		f, err := newFSM(db, 1<<20, testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.close()
+		for _, c := range calls {
+			f.ApplyBatch(c)
+		}
+		return dump(t, db, "SELECT id, n FROM t ORDER BY id")
+	}
+	together := state([][]*raft.Log{logs})
+	apart := state([][]*raft.Log{logs[:1], logs[1:2], logs[2:3], logs[3:]})
+	if !reflect.DeepEqual(together, apart) {
+		t.Fatalf("one call: %v\nper entry: %v", together, apart)
+	}
+	if len(together) != 3 {
+		t.Fatalf("rows %v, want ids 1, 2, 3", together)
 	}
 }

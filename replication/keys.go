@@ -118,7 +118,7 @@ func (c *keyCache) load(conn *engine.Conn, applied uint64) error {
 		oldest = applied - c.window
 	}
 	res, err := conn.Query(context.Background(), fmt.Sprintf(
-		"SELECT key, idx, ts, changed, err_type, err_msg, result FROM %s.keys WHERE idx >= %d ORDER BY idx", metaSchema, oldest))
+		"SELECT key, idx, ts, changed, err_type, err_msg, result FROM %s.keys WHERE idx >= %d AND key <> '' ORDER BY idx", metaSchema, oldest))
 	if err != nil {
 		return fmt.Errorf("load idempotency keys: %w", err)
 	}
@@ -172,9 +172,12 @@ var keyColumns = []wire.LogicalType{
 }
 
 // storeKeys appends records to _duckraft.keys in conn's transaction, in one
-// appender call rather than one INSERT per key.
-func storeKeys(conn *engine.Conn, records []*keyRecord) error {
-	rows := make([][]any, len(records))
+// appender call rather than one INSERT per key, followed by a marker row
+// with an empty key that records last as the applied index: one DuckDB call
+// per batch keeps both (an UPDATE of the applied table cost as much as the
+// whole append).
+func storeKeys(conn *engine.Conn, records []*keyRecord, last uint64) error {
+	rows := make([][]any, len(records), len(records)+1)
 	for i, r := range records {
 		var errType, errMsg, result any
 		if r.failed {
@@ -185,6 +188,7 @@ func storeKeys(conn *engine.Conn, records []*keyRecord) error {
 		}
 		rows[i] = []any{hex.EncodeToString([]byte(r.key)), r.idx, r.ts, r.changed, errType, errMsg, result}
 	}
+	rows = append(rows, []any{"", last, int64(0), int64(0), nil, nil, nil})
 	chunk, err := wire.ChunkFromRows(keyColumns, rows)
 	if err != nil {
 		return fmt.Errorf("store idempotency keys: %w", err)

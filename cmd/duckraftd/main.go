@@ -55,6 +55,7 @@ type config struct {
 	consistency           string
 	maxStaleness          uint64
 	router                bool
+	debugAddr             string
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -88,6 +89,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
 	fs.StringVar(&c.memoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port, unauthenticated: keep it on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -152,6 +154,9 @@ func run(args []string) error {
 	}
 	token, err := loadToken(c)
 	if err != nil {
+		return err
+	}
+	if err := startDebug(c.debugAddr, log); err != nil {
 		return err
 	}
 	level, _ := routing.ParseLevel(c.consistency)
