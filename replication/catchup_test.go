@@ -1,0 +1,124 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/duckraft/duckraft/wal"
+)
+
+// TestReplicaCatchesUpAfterLongAbsence stops a read replica, writes many log
+// entries while it is down (enough for raft to snapshot and compact the log
+// past the replica's position several times), restarts it, and checks that
+// it catches up to the same state as the voters. The entry count is 3000, or
+// DUCKRAFT_CATCHUP_ENTRIES (docs/benchmarks.md records a 100,000-entry run).
+func TestReplicaCatchesUpAfterLongAbsence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes thousands of entries")
+	}
+	entries := 3000
+	if v := os.Getenv("DUCKRAFT_CATCHUP_ENTRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("DUCKRAFT_CATCHUP_ENTRIES=%q", v)
+		}
+		entries = n
+	}
+	// Compaction well inside the absence, with the defaults' ratio.
+	threshold := uint64(max(entries/8, 64))
+	mod := func(c *Config) { c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = threshold, threshold/2, 200*time.Millisecond }
+	nodes := startCluster(t, 3, mod)
+	leader := waitLeader(t, nodes)
+	replica := &testNode{id: "r1", dir: t.TempDir(), mod: mod}
+	t.Cleanup(func() { replica.stop(t, true) })
+	replica.start(t, false)
+	if err := leader.store.Join(replica.id, replica.addr, false); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER PRIMARY KEY, v VARCHAR)"))
+	res := mustExec(t, leader.store, stmt("INSERT INTO t VALUES (-1, 'before')"))
+	all := append(nodes, replica)
+	waitApplied(t, all, res.Index)
+	replica.stop(t, false)
+	down := res.Index
+
+	// One raft entry per write, proposed 64 at a time: the group commit of
+	// Store.Execute would pack concurrent writes into fewer entries.
+	start := time.Now()
+	const window = 64
+	futures := make(chan raft.ApplyFuture, window)
+	errc := make(chan error, 1)
+	var last uint64 // written by the goroutine, read after errc closes
+	go func() {
+		defer close(errc)
+		for f := range futures {
+			if err := f.Error(); err != nil {
+				errc <- err
+				return
+			}
+			if r, ok := f.Response().(*entryResult); !ok || r.results[0].err != nil {
+				errc <- fmt.Errorf("entry %d: %v", f.Index(), f.Response())
+				return
+			}
+			last = f.Index()
+		}
+	}()
+	for i := range entries {
+		data, err := wal.Batch{Commands: []wal.Command{stmt(fmt.Sprintf("INSERT INTO t VALUES (%d, 'row %d')", i, i))}}.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := leader.store.raft.Apply(data, 30*time.Second)
+		select {
+		case futures <- f:
+		case err := <-errc:
+			t.Fatal(err)
+		}
+	}
+	close(futures)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Since(start)
+	waitApplied(t, nodes, last)
+	if first, err := leader.store.logs.FirstIndex(); err != nil || first <= down {
+		t.Fatalf("log starts at %d (err %v): not compacted past the replica's index %d", first, err, down)
+	}
+
+	start = time.Now()
+	replica.start(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := replica.store.WaitForApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	caught := time.Since(start)
+	t.Logf("%d entries written in %v (%.0f entries/s); the replica caught up from index %d to %d in %v",
+		entries, wrote.Round(time.Millisecond), float64(entries)/wrote.Seconds(), down, last, caught.Round(time.Millisecond))
+
+	want, err := leader.store.StateHash(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range all {
+		if err := n.store.WaitForApplied(ctx, want.Index); err != nil {
+			t.Fatal(err)
+		}
+		got, err := n.store.StateHash(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Index == want.Index && got.Hash != want.Hash {
+			t.Errorf("%s: hash %s at %d, leader %s", n.id, got.Hash, got.Index, want.Hash)
+		}
+	}
+	if got := queryInt(t, replica.db, "SELECT count(*) FROM t"); got != int64(entries)+1 {
+		t.Fatalf("replica has %d rows, want %d", got, entries+1)
+	}
+}
