@@ -154,6 +154,11 @@ type sessionState struct {
 	home string
 	// remotes are the session's Quack sessions on other nodes, by id.
 	remotes map[string]*remoteConn
+	// settings are the statements that changed the session's settings,
+	// replayed in remote sessions (settings.go); settingsVersion counts
+	// their changes.
+	settings        []string
+	settingsVersion uint64
 	used    time.Time
 	busy    atomic.Int64
 }
@@ -230,8 +235,12 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return e.transaction(ctx, s, st, stmts)
 	case writes == 0 && settings > 0:
 		// Settings belong to the client's session here, so a text that
-		// changes one runs here whole.
-		return node.LocalExecutor{}.Query(ctx, s, sql)
+		// changes one runs here whole; reads elsewhere replay it.
+		rows, err := node.LocalExecutor{}.Query(ctx, s, sql)
+		if err == nil {
+			st.rememberSettings(followingSettings(stmts))
+		}
+		return rows, err
 	case writes == 0:
 		return e.read(ctx, s, st, sql)
 	case reads > 0:

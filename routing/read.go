@@ -301,14 +301,24 @@ func (e *Executor) readOn(ctx context.Context, s *node.Session, st *sessionState
 // remoteQuery runs a routed read on p through the session's connection to
 // p. Its rows stream from p as the client reads them.
 func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, sql string) (node.Rows, error) {
-	conn, err := e.remoteConn(ctx, st, p)
+	rc, err := e.remoteConn(ctx, st, p)
 	if err != nil {
+		return nil, err
+	}
+	conn := rc.conn
+	if err := st.syncSettings(ctx, rc); err != nil {
+		var se *client.ServerError
+		if !errors.As(err, &se) {
+			st.dropRemote(p.ID, conn)
+			e.bal.suspect(p.ID)
+			return nil, fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
+		}
 		return nil, err
 	}
 	n := e.bal.counter(p.ID)
 	n.Add(1)
 	st.busy.Add(1)
-	rows, err := conn.Query(ctx, sql)
+	rows, err := e.queryWhileAlive(ctx, conn, p.ID, sql)
 	if err != nil {
 		n.Add(-1)
 		st.busy.Add(-1)
@@ -329,12 +339,58 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, sq
 	}), nil
 }
 
+// queryWhileAlive runs sql on conn and waits for its first answer only while
+// gossip lists node id as alive. A node that is frozen (SIGSTOP, a hung
+// disk) keeps its sockets open, so without this a read would wait for the
+// client's deadline; once gossip declares it dead the read fails with
+// errRemote and runs elsewhere. Nothing has reached the client by then.
+func (e *Executor) queryWhileAlive(ctx context.Context, conn *client.Conn, id, sql string) (*client.Rows, error) {
+	qctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	answered := make(chan struct{})
+	defer close(answered)
+	go func() {
+		t := time.NewTicker(livenessPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-answered:
+				return
+			case <-t.C:
+				if !e.alive(id) {
+					cancel(fmt.Errorf("%w: %s stopped answering and gossip declared it dead", errRemote, id))
+					return
+				}
+			}
+		}
+	}()
+	rows, err := conn.Query(qctx, sql)
+	if err != nil && context.Cause(qctx) != nil && ctx.Err() == nil {
+		return nil, context.Cause(qctx)
+	}
+	return rows, err
+}
+
+// livenessPoll is how often a read waiting on another node checks that
+// gossip still lists the node.
+const livenessPoll = 250 * time.Millisecond
+
+// alive reports whether gossip lists node id among the live peers.
+func (e *Executor) alive(id string) bool {
+	for _, p := range e.peers() {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // connectTimeout bounds opening a session on another node, so that a read
 // moves on quickly from a node that just died.
 const connectTimeout = 2 * time.Second
 
 // remoteConn returns the session's connection to p, opening it if needed.
-func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*client.Conn, error) {
+func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*remoteConn, error) {
 	st.mu.Lock()
 	st.used = time.Now()
 	rc := st.remotes[p.ID]
@@ -345,7 +401,7 @@ func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*c
 	}
 	st.mu.Unlock()
 	if rc != nil {
-		return rc.conn, nil
+		return rc, nil
 	}
 	e.sweepIdle()
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -362,18 +418,13 @@ func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*c
 	if old := st.remotes[p.ID]; old != nil {
 		go old.conn.Close()
 	}
-	st.remotes[p.ID] = &remoteConn{conn: c, addr: p.QuackAddr}
+	rc = &remoteConn{conn: c, addr: p.QuackAddr}
+	st.remotes[p.ID] = rc
 	st.mu.Unlock()
 	e.mu.Lock()
 	e.withRemotes[st] = struct{}{}
 	e.mu.Unlock()
-	return c, nil
-}
-
-// remoteConn is a session's Quack session on another node.
-type remoteConn struct {
-	conn *client.Conn
-	addr string
+	return rc, nil
 }
 
 func (st *sessionState) dropRemote(id string, c *client.Conn) {

@@ -1,0 +1,109 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// A client's session settings (SET TimeZone, SET search_path, USE …) live
+// in its session on the node it connected to. Its reads may run on other
+// nodes, in sessions this node opens there, so the settings follow them:
+// the session remembers every statement that changed one, and a remote
+// session replays them before its next read whenever they changed since it
+// last did. Only session-scoped statements follow: SET GLOBAL changes the
+// node it runs on and nothing else, and PRAGMAs are not replayed.
+
+// maxSettings bounds the remembered setting statements of one session;
+// a repeated statement replaces its earlier copy, so only a client that
+// issues thousands of different settings reaches it.
+const maxSettings = 256
+
+// followingSettings returns the statements of stmts that remote sessions
+// must replay, or nil.
+func followingSettings(stmts []Statement) []string {
+	var out []string
+	for _, st := range stmts {
+		toks, err := wal.Lex(st.SQL)
+		if err != nil {
+			continue
+		}
+		verb, _ := wal.Verb(toks)
+		switch verb {
+		case "set", "reset":
+			if scopeGlobal(toks) {
+				continue
+			}
+		case "use":
+		default:
+			continue
+		}
+		out = append(out, st.SQL)
+	}
+	return out
+}
+
+// scopeGlobal reports whether a SET or RESET names the GLOBAL scope.
+func scopeGlobal(toks []wal.Token) bool {
+	seen := 0
+	for _, t := range toks {
+		if !t.Significant() {
+			continue
+		}
+		seen++
+		if seen == 2 {
+			return t.Is("global")
+		}
+	}
+	return false
+}
+
+// rememberSettings records setting statements that ran in the session.
+func (st *sessionState) rememberSettings(stmts []string) {
+	if len(stmts) == 0 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range stmts {
+		st.settings = slices.DeleteFunc(st.settings, func(old string) bool { return old == s })
+		st.settings = append(st.settings, s)
+	}
+	if len(st.settings) > maxSettings {
+		st.settings = st.settings[len(st.settings)-maxSettings:]
+	}
+	st.settingsVersion++
+}
+
+// syncSettings replays the session's settings on rc if they changed since
+// it last did.
+func (st *sessionState) syncSettings(ctx context.Context, rc *remoteConn) error {
+	st.mu.Lock()
+	version, settings := st.settingsVersion, slices.Clone(st.settings)
+	st.mu.Unlock()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.settingsVersion == version {
+		return nil
+	}
+	for _, s := range settings {
+		if _, err := rc.conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("apply session setting %q on another node: %w", s, err)
+		}
+	}
+	rc.settingsVersion = version
+	return nil
+}
+
+// remoteConn is a session's Quack session on another node.
+type remoteConn struct {
+	conn *client.Conn
+	addr string
+
+	mu              sync.Mutex // held while settings replay
+	settingsVersion uint64
+}

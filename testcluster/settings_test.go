@@ -1,0 +1,100 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/testcluster"
+)
+
+// queryString returns the single string sql yields.
+func queryString(ctx context.Context, c *client.Conn, sql string) (string, error) {
+	rows, err := c.Query(ctx, sql)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return "", fmt.Errorf("%s: no row (%v)", sql, rows.Err())
+	}
+	v, err := rows.Values()
+	if err != nil {
+		return "", err
+	}
+	s, ok := v[0].(string)
+	if !ok {
+		return "", fmt.Errorf("%s: got %T", sql, v[0])
+	}
+	return s, nil
+}
+
+// TestRemoteReadsFollowSessionAndFrozenNodes checks two things a client of
+// a router cannot see but would notice: its session settings hold on the
+// replicas its reads run on, and a read whose node froze (SIGSTOP) moves to
+// another node once gossip declares the frozen one dead, instead of waiting
+// for the client's deadline.
+func TestRemoteReadsFollowSessionAndFrozenNodes(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Replicas: 1})
+	c.WaitForMembers(t, 4, 30*time.Second)
+	router := c.StartRouter(t)
+	c.WaitForLeader(t, 10*time.Second)
+	conn := router.Client(t)
+	ctx := context.Background()
+	exec(t, conn, "CREATE TABLE r(i INTEGER)")
+	exec(t, conn, "INSERT INTO r VALUES (1), (2), (3)")
+
+	t.Run("SettingsFollowReads", func(t *testing.T) {
+		for _, set := range []string{"SET TimeZone = 'America/New_York'", "SET SESSION TimeZone = 'Asia/Tokyo'"} {
+			exec(t, conn, set)
+			want := map[string]string{"SET TimeZone = 'America/New_York'": "America/New_York"}[set]
+			if want == "" {
+				want = "Asia/Tokyo"
+			}
+			// The router holds no data: every read runs on a data node.
+			for range 5 {
+				got, err := queryString(ctx, conn, "SELECT current_setting('TimeZone') FROM r LIMIT 1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("after %q a read sees TimeZone %q", set, got)
+				}
+			}
+		}
+	})
+
+	t.Run("FrozenNode", func(t *testing.T) {
+		// Find the node the session's reads stick to and freeze it.
+		before := reads(t, c)
+		if _, err := queryInt(ctx, conn, "SELECT count(*) FROM r"); err != nil {
+			t.Fatal(err)
+		}
+		after := reads(t, c)
+		var home *testcluster.Node
+		for _, n := range c.Nodes {
+			if after[n.ID] > before[n.ID] {
+				home = n
+			}
+		}
+		if home == nil {
+			t.Fatal("no node counted the read")
+		}
+		home.Pause()
+		defer home.Resume()
+		qctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		start := time.Now()
+		got, err := queryInt(qctx, conn, "SELECT count(*) FROM r")
+		took := time.Since(start)
+		if err != nil || got != 3 {
+			t.Fatalf("read with %s frozen: %d, %v after %v", home.ID, got, err, took)
+		}
+		t.Logf("read moved off frozen %s in %v", home.ID, took.Round(time.Millisecond))
+		if took > 20*time.Second {
+			t.Fatalf("read took %v with its node frozen", took)
+		}
+	})
+}
