@@ -41,8 +41,13 @@ fuzz:
 		done; \
 	done
 
+# bench runs every benchmark of docs/benchmarks.md in turn, each printing a
+# Markdown table with the machine's details: bulk scans against in-process
+# DuckDB, write transactions per second, dashboard reads and split scans.
 bench: build
 	$(BIN)/duckraft bench bulk --duckraftd $(BIN)/duckraftd
+	$(BIN)/duckraft bench writes --duckraftd $(BIN)/duckraftd
+	$(BIN)/duckraft bench reads --duckraftd $(BIN)/duckraftd
 
 # chaos runs the workloads under a seeded, randomized schedule of kills,
 # restarts, pauses and partitions, and prints a report (docs/reliability.md).
