@@ -107,6 +107,9 @@ type Config struct {
 	KeyWindow uint64
 	// MaxBatch (default 256) bounds the commands packed into one log entry.
 	MaxBatch int
+	// WrapLogStore, if set, wraps the log store raft reads and writes
+	// entries through; tests use it to inject faults such as slow fsyncs.
+	WrapLogStore func(raft.LogStore) raft.LogStore
 }
 
 func (c *Config) setDefaults() {
@@ -228,7 +231,11 @@ func Open(cfg Config) (*Store, error) {
 	// already has instead. See DESIGN.md.
 	rc.NoSnapshotRestoreOnStart = !restore
 	s.log.Info("opening raft", "applied", s.fsm.Applied(), "restore_snapshot", restore)
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.trans); err != nil {
+	var logs raft.LogStore = s.logs
+	if cfg.WrapLogStore != nil {
+		logs = cfg.WrapLogStore(logs)
+	}
+	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.trans); err != nil {
 		return fail(err)
 	}
 
