@@ -54,7 +54,11 @@ type Config struct {
 	MaxStaleness uint64
 	// LeaderWait bounds how long a write waits for a leader to be known.
 	LeaderWait time.Duration
-	Logger     *slog.Logger
+	// Now is the clock the leader stamps statements with (now(),
+	// current_date, …); nil is time.Now. Tests shift it to fake clock
+	// jumps.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Executor implements node.Executor for a cluster member.
@@ -88,6 +92,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.MaxStaleness == 0 {
 		cfg.MaxStaleness = 1000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -363,7 +370,7 @@ func (e *Executor) leaderQuackAddr() (string, bool) {
 // applyOnLeader turns req into one command, making each statement
 // deterministic with the leader's clock, and proposes it.
 func (e *Executor) applyOnLeader(ctx context.Context, req writeRequest) (*replication.ExecResult, error) {
-	now := time.Now()
+	now := e.cfg.Now()
 	var entries []wal.Entry
 	stmts, apps := req.Statements, req.Appends
 	for _, isStmt := range req.Order {
