@@ -1,8 +1,7 @@
-package main
+package daemon
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -43,14 +42,15 @@ func (a raftAdapter) Servers() ([]cluster.Server, error) {
 	return out, nil
 }
 
-// startMembership starts gossip, joins the cluster through --join if given,
-// and runs the reconciler. load reports this node's in-flight statements.
-func startMembership(c *config, token string, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
+// startMembership starts gossip, joins the cluster through c.Join if
+// given, and runs the reconciler. raftAddr is the Raft address peers dial;
+// load reports this node's in-flight statements.
+func startMembership(c Config, raftAddr, token string, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
 	role := cluster.RoleVoter
-	if c.replica {
+	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, token, cluster.Meta{ID: c.id, Role: role, RaftAddr: c.raftAddr, QuackAddr: c.quackAddr},
+	g, err := startGossip(c, token, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -58,12 +58,12 @@ func startMembership(c *config, token string, store *replication.Store, load fun
 		return nil, err
 	}
 	rec, err := cluster.NewReconciler(cluster.ReconcilerConfig{
-		ID:         c.id,
+		ID:         c.ID,
 		Raft:       raftAdapter{store},
 		Membership: g,
 		Events:     g.Subscribe(),
-		Voters:     c.voters,
-		ReapAfter:  c.reapAfter,
+		Voters:     c.Voters,
+		ReapAfter:  c.ReapAfter,
 		Logger:     log,
 	})
 	if err != nil {
@@ -71,7 +71,7 @@ func startMembership(c *config, token string, store *replication.Store, load fun
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &membership{gossip: g, self: c.id, cancel: cancel, done: make(chan struct{})}
+	m := &membership{gossip: g, self: c.ID, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		rec.Run(ctx)
@@ -81,10 +81,10 @@ func startMembership(c *config, token string, store *replication.Store, load fun
 
 // startRouterMembership joins gossip as a router: without a Raft address,
 // which keeps it out of the Raft configuration and out of reads.
-func startRouterMembership(c *config, token string, load func() uint64, log *slog.Logger) (*membership, error) {
-	m := &membership{self: c.id, cancel: func() {}, done: make(chan struct{})}
+func startRouterMembership(c Config, token string, load func() uint64, log *slog.Logger) (*membership, error) {
+	m := &membership{self: c.ID, cancel: func() {}, done: make(chan struct{})}
 	close(m.done)
-	g, err := startGossip(c, token, cluster.Meta{ID: c.id, QuackAddr: c.quackAddr}, func() cluster.Status {
+	g, err := startGossip(c, token, cluster.Meta{ID: c.ID, QuackAddr: c.QuackAddr}, func() cluster.Status {
 		return cluster.Status{Load: load()}
 	}, log)
 	if err != nil {
@@ -94,34 +94,22 @@ func startRouterMembership(c *config, token string, load func() uint64, log *slo
 	return m, nil
 }
 
-// startGossip starts gossip with meta and joins through --join if given.
-func startGossip(c *config, token string, meta cluster.Meta, status func() cluster.Status, log *slog.Logger) (*cluster.Gossip, error) {
-	timing := cluster.LANTiming()
-	if c.gossipProfile == "loopback" {
-		timing = cluster.LoopbackTiming()
-	}
-	var key []byte
-	if c.clusterKey != "" {
-		k, err := hex.DecodeString(c.clusterKey)
-		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
-			return nil, fmt.Errorf("--cluster-key must be 32, 48 or 64 hex digits")
-		}
-		key = k
-	}
+// startGossip starts gossip with meta and joins through c.Join if given.
+func startGossip(c Config, token string, meta cluster.Meta, status func() cluster.Status, log *slog.Logger) (*cluster.Gossip, error) {
 	g, err := cluster.NewGossip(cluster.Config{
 		Meta:     meta,
-		BindAddr: c.gossipAddr,
-		Key:      key,
+		BindAddr: c.GossipAddr,
+		Key:      c.GossipKey,
 		Token:    token,
 		Status:   status,
-		Timing:   timing,
+		Timing:   c.GossipTiming,
 		Logger:   log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if c.join != "" {
-		if err := joinWithRetry(g, c.join, 30*time.Second, log); err != nil {
+	if c.Join != "" {
+		if err := joinWithRetry(g, c.Join, 30*time.Second, log); err != nil {
 			g.Shutdown()
 			return nil, err
 		}
@@ -181,11 +169,15 @@ func (m *membership) leaderID() string {
 	return ""
 }
 
-// Close leaves the gossip pool and stops the reconciler.
-func (m *membership) Close() error {
+// Close stops the reconciler and gossip. With leave it first tells the
+// others that this node leaves; without, they detect it as failed, as after
+// a crash.
+func (m *membership) Close(leave bool) error {
 	m.cancel()
 	<-m.done
-	m.gossip.Leave(time.Second)
+	if leave {
+		m.gossip.Leave(time.Second)
+	}
 	return m.gossip.Shutdown()
 }
 

@@ -1,0 +1,414 @@
+// Package daemon runs one duckraft node or router: it wires DuckDB
+// (node/engine), Raft (replication), gossip and its reconciler (cluster),
+// statement routing (routing) and the Quack front end (node) together and
+// serves them on one HTTP listener. cmd/duckraftd runs one Daemon per
+// process; testcluster runs several in one test process, so both exercise
+// the same wiring.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing"
+)
+
+// Config configures a Daemon. Its fields are duckraftd's flags (see
+// docs/cli.md), already parsed and checked; zero values take the defaults
+// of the packages they are handed to.
+type Config struct {
+	// ID is the node's id, unique in the cluster and stable across
+	// restarts.
+	ID string
+	// DataDir holds the DuckDB file (duckraft.db), the Raft state (raft/)
+	// and, when Token is empty, the generated token.
+	DataDir string
+	// QuackAddr is the Quack (HTTP) listen address; RaftAddr the Raft one
+	// (unused by a router); GossipAddr the gossip one, TCP and UDP.
+	QuackAddr, RaftAddr, GossipAddr string
+	// RaftAdvertise is the Raft address other nodes dial, if not RaftAddr
+	// (tests route Raft through fault-injecting proxies).
+	RaftAdvertise string
+	// Join is the gossip address of a live member to join. A node without
+	// it bootstraps a new cluster unless it already has Raft state.
+	Join string
+	// Replica runs the node as a non-voting read replica.
+	Replica bool
+	// Router runs a data-less router that joins gossip through Join and
+	// sends writes to the leader and reads to the data nodes.
+	Router bool
+	// Token authenticates clients and nodes. Empty means the one kept in
+	// DataDir, generated on first start so that restarts keep it.
+	Token string
+	// GossipKey encrypts gossip (16, 24 or 32 bytes); nil derives it from
+	// the token.
+	GossipKey []byte
+	// GossipTiming is gossip's failure detection; zero is cluster.LANTiming.
+	GossipTiming cluster.Timing
+	// Voters is how many voting members the cluster keeps; ReapAfter how
+	// long a dead voter stays in Raft before it is removed.
+	Voters    int
+	ReapAfter time.Duration
+	// SnapshotThreshold, TrailingLogs and SnapshotInterval tune Raft
+	// snapshots and log compaction (replication.Config).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+	// Consistency is the default read consistency of new sessions;
+	// MaxStaleness the log entries a bounded read may lag behind.
+	Consistency  routing.Level
+	MaxStaleness uint64
+	// TLSCert and TLSKey, when set, serve HTTPS with this key pair.
+	TLSCert, TLSKey string
+	// Authorizer names a SQL macro fn(session_id, sql) that authorizes each
+	// statement on a node.
+	Authorizer string
+	// AllowExternalAccess lets clients read and write server files, ATTACH
+	// and INSTALL.
+	AllowExternalAccess bool
+	// MaxMessageBytes bounds a request body.
+	MaxMessageBytes int64
+	// Threads and MemoryLimit are DuckDB's resources.
+	Threads     int
+	MemoryLimit string
+	// Logger receives every component's diagnostics; nil discards them.
+	Logger *slog.Logger
+
+	// WrapLogStore and Now inject faults into a daemon that runs inside a
+	// test: WrapLogStore wraps the Raft log store (slow fsyncs, see
+	// replication.Config), Now is the clock the leader stamps statements
+	// with (clock jumps, see routing.Config). duckraftd leaves them nil.
+	WrapLogStore func(raft.LogStore) raft.LogStore
+	Now          func() time.Time
+}
+
+// Daemon is a running node or router.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	token string
+
+	// Each is nil until opened; a router has no store.
+	db      *engine.DB
+	store   *replication.Store
+	members *membership
+	srv     *node.Server
+	l       net.Listener
+	hs      *http.Server
+
+	done      chan struct{}
+	serveErr  error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the node's database and Raft state in cfg.DataDir (a router
+// opens only an empty in-memory database), joins gossip, and serves Quack
+// on cfg.QuackAddr. It returns once the node serves; on error everything
+// opened so far is closed again.
+func Start(cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	token, err := loadToken(cfg.Token, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, done: make(chan struct{})}
+	if cfg.Router {
+		err = d.startRouter()
+	} else {
+		err = d.startNode()
+	}
+	if err != nil {
+		d.shutdown(true)
+		return nil, err
+	}
+	return d, nil
+}
+
+// loadToken returns token, or if it is empty the one kept in dir, creating
+// it on first start so restarts keep it.
+func loadToken(token, dir string) (string, error) {
+	if token != "" {
+		return token, nil
+	}
+	path := filepath.Join(dir, "token")
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	t := node.NewToken()
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	return t, nil
+}
+
+// startNode opens a data node: DuckDB, Raft, gossip, routing and Quack.
+func (d *Daemon) startNode() error {
+	c := d.cfg
+	var err error
+	d.db, err = engine.Open(filepath.Join(c.DataDir, "duckraft.db"), engine.Options{
+		Threads:             c.Threads,
+		MemoryLimit:         c.MemoryLimit,
+		AllowExternalAccess: c.AllowExternalAccess,
+		Logger:              d.log,
+	})
+	if err != nil {
+		return err
+	}
+	d.store, err = replication.Open(replication.Config{
+		ID:                c.ID,
+		Dir:               filepath.Join(c.DataDir, "raft"),
+		RaftAddr:          c.RaftAddr,
+		AdvertiseAddr:     c.RaftAdvertise,
+		Bootstrap:         c.Join == "",
+		DB:                d.db,
+		SnapshotThreshold: c.SnapshotThreshold,
+		TrailingLogs:      c.TrailingLogs,
+		SnapshotInterval:  c.SnapshotInterval,
+		WrapLogStore:      c.WrapLogStore,
+		Logger:            d.log,
+	})
+	if err != nil {
+		return err
+	}
+	// Gossip tells the reconciler each node's Raft address exactly as the
+	// Raft configuration holds it: the advertised one.
+	raftAddr := c.RaftAddr
+	if c.RaftAdvertise != "" {
+		raftAddr = c.RaftAdvertise
+	}
+	// Gossip starts before the executor that reports the load it carries.
+	var execRef atomic.Pointer[routing.Executor]
+	if d.members, err = startMembership(c, raftAddr, d.token, d.store, loadOf(&execRef), d.log); err != nil {
+		return err
+	}
+	rc := d.routingConfig()
+	rc.Store = d.store
+	exec, err := routing.New(rc)
+	if err != nil {
+		return err
+	}
+	execRef.Store(exec)
+	if d.srv, err = d.quackServer(exec, c.Authorizer); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(routing.WritePath, exec.Handler())
+	mux.Handle(routing.StatusPath, routing.JSONHandler(d.token, func(context.Context) (any, error) {
+		return status(d.store, d.members, exec), nil
+	}))
+	mux.Handle(routing.HashPath, routing.JSONHandler(d.token, func(ctx context.Context) (any, error) { return d.store.StateHash(ctx) }))
+	mux.Handle("/", d.srv.Handler())
+	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
+	return d.serve(mux)
+}
+
+// startRouter opens a data-less router. Its sessions still need a DuckDB
+// connection each (node.Server keeps settings there), so it opens an
+// in-memory database that holds no cluster data.
+func (d *Daemon) startRouter() error {
+	c := d.cfg
+	var err error
+	d.db, err = engine.Open("", engine.Options{Threads: 1, MemoryLimit: c.MemoryLimit, Logger: d.log})
+	if err != nil {
+		return err
+	}
+	var execRef atomic.Pointer[routing.Executor]
+	if d.members, err = startRouterMembership(c, d.token, loadOf(&execRef), d.log); err != nil {
+		return err
+	}
+	exec, err := routing.NewRouter(d.routingConfig())
+	if err != nil {
+		return err
+	}
+	execRef.Store(exec)
+	// The router's database holds no data, so it has no authorizer macro:
+	// statements are authorized where they run.
+	if d.srv, err = d.quackServer(exec, ""); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(routing.StatusPath, routing.JSONHandler(d.token, func(context.Context) (any, error) {
+		return routerStatus(c.ID, d.members, exec), nil
+	}))
+	mux.Handle("/", d.srv.Handler())
+	d.log.Info("serving Quack as a router", "id", c.ID, "gossip", c.GossipAddr, "join", c.Join)
+	return d.serve(mux)
+}
+
+// loadOf reports the statements in flight on the executor once it exists,
+// for gossip, which starts first.
+func loadOf(exec *atomic.Pointer[routing.Executor]) func() uint64 {
+	return func() uint64 {
+		if e := exec.Load(); e != nil {
+			return e.Load()
+		}
+		return 0
+	}
+}
+
+// routingConfig is what a node's and a router's routing share.
+func (d *Daemon) routingConfig() routing.Config {
+	return routing.Config{
+		ID:           d.cfg.ID,
+		Directory:    d.members,
+		DB:           d.db,
+		Token:        d.token,
+		Consistency:  d.cfg.Consistency,
+		MaxStaleness: d.cfg.MaxStaleness,
+		Now:          d.cfg.Now,
+		Logger:       d.log,
+	}
+}
+
+// quackServer is the Quack front end of a node or a router: sessions
+// authenticated by the cluster token, statements run by exec, and, when
+// authorizer names a SQL macro, each statement authorized by it.
+func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Server, error) {
+	cfg := node.Config{
+		DB:              d.db,
+		Authenticator:   node.TokenAuth{Token: d.token},
+		Executor:        exec,
+		MaxMessageBytes: d.cfg.MaxMessageBytes,
+		HiddenSchemas:   []string{replication.MetaSchema},
+		Logger:          d.log,
+	}
+	if authorizer != "" {
+		cfg.Authorizer = node.SQLAuthorizer{DB: d.db, Function: authorizer}
+	}
+	return node.New(cfg)
+}
+
+// serve listens on QuackAddr and serves mux until the daemon stops.
+func (d *Daemon) serve(mux *http.ServeMux) error {
+	l, err := net.Listen("tcp", d.cfg.QuackAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.QuackAddr, err)
+	}
+	if d.cfg.TLSCert != "" {
+		if l, err = tlsListener(l, d.cfg.TLSCert, d.cfg.TLSKey); err != nil {
+			return err
+		}
+	}
+	d.l = l
+	d.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
+	go func() {
+		if err := d.hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			d.serveErr = err
+		}
+		close(d.done)
+	}()
+	return nil
+}
+
+// Token is the cluster token: the configured one or the one kept in the
+// data directory.
+func (d *Daemon) Token() string { return d.token }
+
+// QuackAddr is the address Quack is served on.
+func (d *Daemon) QuackAddr() string { return d.l.Addr().String() }
+
+// Done is closed when the daemon stops serving: after Close or Crash, or
+// when serving fails on its own (Err says why).
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Err is why serving stopped on its own; nil while serving and after Close
+// or Crash.
+func (d *Daemon) Err() error {
+	select {
+	case <-d.done:
+		return d.serveErr
+	default:
+		return nil
+	}
+}
+
+// Close stops the daemon gracefully: it stops serving, ends every session,
+// leaves gossip (so the others see it leave rather than fail), shuts Raft
+// down and closes the database, which DuckDB checkpoints. Statements in
+// flight are interrupted; every acknowledged write is already on a quorum's
+// disks. Close waits for all of it, so a caller that must not hang bounds it
+// itself.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() { d.closeErr = d.shutdown(true) })
+	return d.closeErr
+}
+
+// Crash stops the daemon the way a crash would, as far as one process can
+// stop part of itself: it does not leave gossip (the others detect it as
+// failed), and it closes DuckDB without a checkpoint, so the next start
+// replays DuckDB's write-ahead log. Raft shuts down without a snapshot, as
+// on Close. Unlike a killed process it still waits for the statements it
+// interrupts to return, and every write already handed to the operating
+// system stays in its page cache: a crash of the process, not of the
+// machine.
+func (d *Daemon) Crash() error {
+	d.closeOnce.Do(func() { d.closeErr = d.shutdown(false) })
+	return d.closeErr
+}
+
+// shutdown closes whatever is open, in the order that stops new work first.
+func (d *Daemon) shutdown(graceful bool) error {
+	if !graceful && d.db != nil {
+		d.skipCheckpoint()
+	}
+	if d.hs != nil {
+		d.hs.Close()
+		<-d.done
+	}
+	var errs []error
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+	}
+	if d.members != nil {
+		errs = append(errs, d.members.Close(graceful))
+	}
+	if d.store != nil {
+		errs = append(errs, d.store.Close())
+	}
+	if d.db != nil {
+		errs = append(errs, d.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// skipCheckpoint tells DuckDB not to checkpoint when the database closes,
+// which leaves its write-ahead log for the next start to replay, as after a
+// crash.
+func (d *Daemon) skipCheckpoint() {
+	conn, err := d.db.Connect()
+	if err != nil {
+		d.log.Warn("crash: cannot disable the shutdown checkpoint", "err", err)
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.Exec(context.Background(), "PRAGMA disable_checkpoint_on_shutdown"); err != nil {
+		d.log.Warn("crash: cannot disable the shutdown checkpoint", "err", err)
+	}
+}
