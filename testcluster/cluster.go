@@ -1,11 +1,19 @@
 // Package testcluster starts real duckraft clusters on loopback for tests:
-// duckraftd processes on free ports with temporary data directories, which a
-// test can kill (SIGKILL), stop, restart, pause (SIGSTOP) and resume, and
-// clients that connect to any node.
+// nodes on free ports with temporary data directories, which a test can
+// kill, stop, restart, partition and heal, and clients that connect to any
+// node.
+//
+// A cluster runs in one of two modes. By default every node is a duckraftd
+// process: the binary under test, killed with SIGKILL and frozen with
+// SIGSTOP, the proof that counts. With Options.InProcess every node is a
+// daemon.Daemon inside the test process: the same wiring with real Raft,
+// files and sockets, which starts in a fraction of the time, runs under the
+// race detector, and takes faults a process cannot (slow Raft log writes,
+// clock jumps: faults.go). Its Kill is a crash of the daemon rather than of
+// a process (see Node.Kill), and it cannot be paused.
 package testcluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/daemon"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing"
@@ -34,14 +44,20 @@ type Options struct {
 	// Replicas is how many non-voting read replicas start besides the
 	// voters.
 	Replicas int
-	// Args are extra duckraftd flags for every node.
+	// Args are extra duckraftd flags for every node (process mode only).
 	Args []string
 	// Proxy routes Raft traffic between nodes through in-process proxies
 	// so that Partition can cut links (see faults.go).
 	Proxy bool
+	// InProcess runs every node as a daemon inside the test process
+	// instead of a duckraftd process.
+	InProcess bool
+	// Configure, in-process, adjusts every node's daemon configuration, as
+	// Args do in process mode.
+	Configure func(*daemon.Config)
 }
 
-// Cluster is a set of duckraftd processes forming one cluster.
+// Cluster is a set of nodes forming one cluster.
 type Cluster struct {
 	t     testing.TB
 	bin   string
@@ -51,7 +67,9 @@ type Cluster struct {
 	Nodes []*Node
 }
 
-// Node is one duckraftd process.
+// Node is one node of a cluster: a duckraftd process or an in-process
+// daemon, started again on each Restart with the same data directory and
+// addresses.
 type Node struct {
 	c         *Cluster
 	ID        string
@@ -65,19 +83,30 @@ type Node struct {
 	Replica       bool
 	join          string
 
+	// faults are the node's injected faults, in-process; they outlast
+	// restarts.
+	faults faults
+
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *bytes.Buffer
+	run    runner // the current run; nil before the first start
+	log    logBuffer
 	paused bool
 }
 
-// Start builds (once per test binary) and starts a cluster of voters
-// voters plus opts.Replicas replicas, and waits for a leader. Every process
-// is killed when the test ends.
+// Start starts a cluster of voters voters plus opts.Replicas replicas and
+// waits until they are all in the Raft configuration. In process mode it
+// first builds duckraftd (once per test binary, see Binary). Every node is
+// killed when the test ends.
 func Start(t testing.TB, voters int, opts Options) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t), dir: t.TempDir(), opts: opts}
+	c := &Cluster{t: t, dir: t.TempDir(), opts: opts}
+	if opts.InProcess {
+		if len(opts.Args) > 0 {
+			t.Fatal("testcluster: Options.Args are duckraftd flags, for process mode; in-process, use Options.Configure")
+		}
+	} else {
+		c.bin = Binary(t)
+	}
 	for i := 0; i < voters+opts.Replicas; i++ {
 		n := &Node{
 			c:          c,
@@ -175,101 +204,100 @@ func (n *Node) args() []string {
 	return append(a, n.c.opts.Args...)
 }
 
+// config is the node's daemon configuration in-process: what args says in
+// process mode.
+func (n *Node) config() daemon.Config {
+	cfg := daemon.Config{
+		ID:            n.ID,
+		DataDir:       n.Dir,
+		QuackAddr:     n.QuackAddr,
+		RaftAddr:      n.RaftAddr,
+		RaftAdvertise: n.RaftAdvertise,
+		GossipAddr:    n.GossipAddr,
+		Join:          n.join,
+		Replica:       n.Replica,
+		Token:         Token,
+		GossipTiming:  cluster.LoopbackTiming(),
+		WrapLogStore:  n.faults.wrapLogStore,
+		Now:           n.faults.now,
+	}
+	if n.c.opts.Configure != nil {
+		n.c.opts.Configure(&cfg)
+	}
+	return cfg
+}
+
 func (n *Node) start(t testing.TB) {
 	t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cmd := exec.Command(n.c.bin, n.args()...)
-	if n.log == nil {
-		n.log = &bytes.Buffer{}
+	if n.run != nil {
+		n.log.restarting(n.ID)
+	}
+	if n.c.opts.InProcess {
+		n.run = startInProcess(t, n.ID, n.config(), &n.log)
 	} else {
-		// Keep what the previous run printed: why it stopped is often there.
-		fmt.Fprintf(n.log, "--- testcluster: restarting %s ---\n", n.ID)
+		n.run = startProcess(t, n.ID, n.c.bin, n.args(), &n.log, n.QuackAddr)
 	}
-	cmd.Stdout = n.log
-	cmd.Stderr = n.log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", n.ID, err)
-	}
-	n.cmd, n.exited, n.paused = cmd, make(chan struct{}), false
-	go func(exited chan struct{}) {
-		cmd.Wait()
-		close(exited)
-	}(n.exited)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if conn, err := net.DialTimeout("tcp", n.QuackAddr, 200*time.Millisecond); err == nil {
-			conn.Close()
-			return
-		}
-		select {
-		case <-n.exited:
-			t.Fatalf("%s exited at start:\n%s", n.ID, n.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not listen on %s within 30s:\n%s", n.ID, n.QuackAddr, n.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	n.paused = false
 }
 
-// Running reports whether the process is alive (paused counts as alive).
+// Running reports whether the node is alive (paused counts as alive).
 func (n *Node) Running() bool {
+	r := n.current()
+	return r != nil && r.running()
+}
+
+func (n *Node) current() runner {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.exited:
-		return false
-	default:
-		return true
+	return n.run
+}
+
+// Kill ends the node abruptly. A process gets SIGKILL: no chance to flush
+// or say goodbye. An in-process daemon crashes (daemon.Daemon.Crash): it
+// leaves gossip without a word and DuckDB without a checkpoint, but what it
+// wrote stays in the page cache, and the statements it interrupts return
+// before it ends, where SIGKILL stops everything mid-instruction.
+func (n *Node) Kill() {
+	if r := n.current(); r != nil {
+		r.kill()
 	}
 }
 
-func (n *Node) signal(sig syscall.Signal) {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(sig)
-	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
-		if sig == syscall.SIGTERM {
-			cmd.Process.Signal(syscall.SIGCONT)
-		}
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+// Stop ends the node gracefully and waits for it: SIGTERM to a process
+// (SIGKILL after 30 s), daemon.Daemon.Close in-process.
+func (n *Node) Stop() {
+	if r := n.current(); r != nil {
+		r.stop()
 	}
 }
 
-// Kill ends the process with SIGKILL: no chance to flush or say goodbye.
-func (n *Node) Kill() { n.signal(syscall.SIGKILL) }
-
-// Stop ends the process with SIGTERM and waits for it.
-func (n *Node) Stop() { n.signal(syscall.SIGTERM) }
-
-// Pause freezes the process with SIGSTOP.
+// Pause freezes the process with SIGSTOP. An in-process node cannot be
+// frozen apart from the test: Pause fails the test.
 func (n *Node) Pause() {
-	n.signal(syscall.SIGSTOP)
+	n.signal("Pause", syscall.SIGSTOP)
 	n.mu.Lock()
 	n.paused = true
 	n.mu.Unlock()
 }
 
-// Resume continues a paused process.
+// Resume continues a paused process; in-process it fails the test.
 func (n *Node) Resume() {
-	n.signal(syscall.SIGCONT)
+	n.signal("Resume", syscall.SIGCONT)
 	n.mu.Lock()
 	n.paused = false
 	n.mu.Unlock()
+}
+
+// signal sends sig to the node's process for op.
+func (n *Node) signal(op string, sig syscall.Signal) {
+	if n.c.opts.InProcess {
+		n.c.t.Fatalf("testcluster: %s is process-mode only, and %s runs in-process", op, n.ID)
+	}
+	if p, ok := n.current().(*process); ok {
+		p.signal(sig)
+	}
 }
 
 // Restart starts a stopped or killed node again with its data directory.
@@ -291,18 +319,12 @@ func (n *Node) Restart(t testing.TB) {
 	n.start(t)
 }
 
-// Log returns what the process printed so far.
-func (n *Node) Log() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.log.String()
-}
+// Log returns what the node logged so far, over all its runs.
+func (n *Node) Log() string { return n.log.String() }
 
 func (c *Cluster) killAll() {
 	for _, n := range c.Nodes {
-		if n.Running() {
-			n.Kill()
-		}
+		n.Kill()
 	}
 	if c.t.Failed() {
 		for _, n := range c.Nodes {

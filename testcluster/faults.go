@@ -1,5 +1,13 @@
 package testcluster
 
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
 // What Partition cuts: Raft traffic only (log replication, votes,
 // snapshots), which runs through the per-node proxies of a cluster started
 // with Options.Proxy. Gossip (memberlist over UDP and TCP), writes that
@@ -65,4 +73,69 @@ func (n *Node) Paused() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.paused
+}
+
+// The faults below need the node to run in-process (Options.InProcess):
+// they act inside the daemon, where a process would need root-only or
+// preload tooling (a delaying disk, libfaketime). Each lasts until it is
+// set back to zero, across restarts.
+
+// SlowLogWrites makes every Raft log write on n take d longer, as on a disk
+// whose fsyncs stall: a leader acknowledges no write before its own log
+// write returns, a follower answers replication only after its own. Zero
+// ends the fault.
+func (n *Node) SlowLogWrites(t testing.TB, d time.Duration) {
+	t.Helper()
+	n.inProcessOnly(t, "SlowLogWrites")
+	n.faults.logDelay.Store(int64(d))
+}
+
+// JumpClock moves n's clock by d (negative: back in time) on top of any
+// earlier jump. The clock it moves is the one a leader stamps statements
+// with: now(), current_date and the like, which every node then applies
+// as the leader's values. Raft's and gossip's timers keep real time.
+func (n *Node) JumpClock(t testing.TB, d time.Duration) {
+	t.Helper()
+	n.inProcessOnly(t, "JumpClock")
+	n.faults.clockSkew.Add(int64(d))
+}
+
+func (n *Node) inProcessOnly(t testing.TB, op string) {
+	t.Helper()
+	if !n.c.opts.InProcess {
+		t.Fatalf("testcluster: %s needs a cluster started with Options.InProcess", op)
+	}
+}
+
+// faults are an in-process node's fault settings, which its daemon's hooks
+// read on every use.
+type faults struct {
+	logDelay  atomic.Int64 // nanoseconds added to each Raft log write
+	clockSkew atomic.Int64 // nanoseconds added to the statement clock
+}
+
+// wrapLogStore is the daemon's daemon.Config.WrapLogStore.
+func (f *faults) wrapLogStore(s raft.LogStore) raft.LogStore {
+	return slowLogStore{LogStore: s, delay: &f.logDelay}
+}
+
+// now is the daemon's daemon.Config.Now.
+func (f *faults) now() time.Time {
+	return time.Now().Add(time.Duration(f.clockSkew.Load()))
+}
+
+// slowLogStore delays raft's log writes by delay.
+type slowLogStore struct {
+	raft.LogStore
+	delay *atomic.Int64
+}
+
+func (s slowLogStore) StoreLog(l *raft.Log) error {
+	time.Sleep(time.Duration(s.delay.Load()))
+	return s.LogStore.StoreLog(l)
+}
+
+func (s slowLogStore) StoreLogs(logs []*raft.Log) error {
+	time.Sleep(time.Duration(s.delay.Load()))
+	return s.LogStore.StoreLogs(logs)
 }

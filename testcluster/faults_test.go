@@ -11,8 +11,13 @@ import (
 // TestPartitionIsolatedLeader cuts the leader off from the other nodes'
 // Raft traffic: the majority elects a new leader and takes writes, the old
 // leader steps down, and after Heal every node converges on the same data.
+// It runs in both modes: the proxies cut the same sockets either way.
 func TestPartitionIsolatedLeader(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{Proxy: true})
+	inBothModes(t, testcluster.Options{Proxy: true}, partitionIsolatedLeader)
+}
+
+func partitionIsolatedLeader(t *testing.T, opts testcluster.Options) {
+	c := testcluster.Start(t, 3, opts)
 	old := c.WaitForLeader(t, 10*time.Second)
 	var via *testcluster.Node
 	for _, n := range c.Nodes {

@@ -51,9 +51,14 @@ func queryInts(t testing.TB, c *client.Conn, sql string) []int64 {
 }
 
 // TestWritesOnAnyNodeReplicate writes through every node and reads every
-// write back on every node; the nodes' state hashes agree.
+// write back on every node; the nodes' state hashes agree. It runs in both
+// modes.
 func TestWritesOnAnyNodeReplicate(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+	inBothModes(t, testcluster.Options{}, writesOnAnyNodeReplicate)
+}
+
+func writesOnAnyNodeReplicate(t *testing.T, opts testcluster.Options) {
+	c := testcluster.Start(t, 3, opts)
 	exec(t, c.Nodes[1].Client(t), "CREATE TABLE t(node VARCHAR, i INTEGER)")
 	for _, n := range c.Nodes {
 		conn := n.Client(t)

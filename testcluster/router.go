@@ -1,35 +1,35 @@
 package testcluster
 
 import (
-	"bytes"
 	"context"
-	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/daemon"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
-// Router is a data-less duckraftd --router process. It is not one of the
-// cluster's Nodes: it holds no data and is never in the Raft configuration.
+// Router is a data-less router (duckraftd --router), a process or, in an
+// in-process cluster, a daemon. It is not one of the cluster's Nodes: it
+// holds no data and is never in the Raft configuration.
 type Router struct {
 	ID         string
 	QuackAddr  string
 	GossipAddr string
-	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	run        runner
+	log        logBuffer
 }
 
 // StartRouter starts a router that joins the cluster's gossip through its
-// first running node, and waits until it knows a leader. It is killed when
-// the test ends.
+// first running node, and waits until it knows a leader. args are extra
+// duckraftd flags (process mode only). It is killed when the test ends.
 func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 	t.Helper()
-	r := &Router{ID: "router" + strconv.Itoa(len(c.Nodes)+1), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t), log: &bytes.Buffer{}}
+	r := &Router{ID: "router" + strconv.Itoa(len(c.Nodes)+1), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t)}
 	var join string
 	for _, n := range c.Nodes {
 		if n.Running() {
@@ -37,32 +37,26 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 			break
 		}
 	}
-	a := append([]string{"--router", "--id", r.ID, "--data", filepath.Join(c.dir, r.ID), "--quack", r.QuackAddr,
-		"--gossip", r.GossipAddr, "--join", join, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"},
-		args...)
-	r.cmd = exec.Command(c.bin, a...)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start router: %v", err)
+	dir := filepath.Join(c.dir, r.ID)
+	if c.opts.InProcess {
+		if len(args) > 0 {
+			t.Fatal("testcluster: router flags are for process mode")
+		}
+		r.run = startInProcess(t, r.ID, daemon.Config{Router: true, ID: r.ID, DataDir: dir, QuackAddr: r.QuackAddr,
+			GossipAddr: r.GossipAddr, Join: join, Token: Token, GossipTiming: cluster.LoopbackTiming()}, &r.log)
+	} else {
+		a := append([]string{"--router", "--id", r.ID, "--data", dir, "--quack", r.QuackAddr,
+			"--gossip", r.GossipAddr, "--join", join, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"},
+			args...)
+		r.run = startProcess(t, r.ID, c.bin, a, &r.log, r.QuackAddr)
 	}
 	t.Cleanup(func() {
-		r.cmd.Process.Kill()
-		r.cmd.Wait()
+		r.run.kill()
 		if t.Failed() {
 			t.Logf("--- log of %s ---\n%s", r.ID, tail(r.log.String(), 60))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if conn, err := net.DialTimeout("tcp", r.QuackAddr, 200*time.Millisecond); err == nil {
-			conn.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("router did not listen on %s:\n%s", r.QuackAddr, r.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	probe := (&Node{QuackAddr: r.QuackAddr})
 	for {
 		if st, err := probe.Status(); err == nil && st.LeaderID != "" {
