@@ -39,15 +39,15 @@ func follower(t *testing.T, c *testcluster.Cluster, l *testcluster.Node) *testcl
 
 // TestInProcessKilledLeaderCatchesUp crashes the leader of an in-process
 // cluster whose log is compacted every 64 entries: the others elect a new
-// leader and take writes, and the old leader, restarted from its data
-// directory, replays DuckDB's write-ahead log, installs a snapshot (its log
-// fell behind the compacted one) and converges.
+// leader and take the writes a router sends, and the old leader, restarted
+// from its data directory, replays DuckDB's write-ahead log, installs a
+// snapshot (its log fell behind the compacted one) and converges.
 func TestInProcessKilledLeaderCatchesUp(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{InProcess: true, Configure: func(cfg *daemon.Config) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 200*time.Millisecond
 	}})
 	old := c.WaitForLeader(t, 10*time.Second)
-	conn := follower(t, c, old).Client(t)
+	conn := c.StartRouter(t).Client(t)
 	exec(t, conn, "CREATE TABLE k(i INTEGER)")
 	exec(t, conn, "INSERT INTO k VALUES (0)")
 
