@@ -50,23 +50,20 @@ type Statement struct {
 	Class Class
 }
 
-// Classify splits sql on top-level semicolons and classifies each statement
-// from its tokens. Empty statements are dropped; the error is a lexing error
-// (an unterminated string or comment).
+// Classify splits sql into statements and classifies each one with
+// DuckDB's own parser (classify_duckdb.go): the lexer of package wal splits
+// the text, DuckDB's parser must agree on every statement, and its parse
+// tree decides a query's class from the functions the query calls. A text
+// DuckDB splits differently is refused; a statement DuckDB's parser rejects
+// keeps the lexer's class (it fails on every node alike). Empty statements
+// are dropped; the error is a lexing error (an unterminated string or
+// comment) or a split mismatch.
 func Classify(sql string) ([]Statement, error) {
 	texts, err := wal.SplitStatements(sql)
 	if err != nil {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
-	out := make([]Statement, 0, len(texts))
-	for _, text := range texts {
-		toks, err := wal.Lex(text)
-		if err != nil {
-			return nil, fmt.Errorf("classify: %w", err)
-		}
-		out = append(out, Statement{SQL: text, Class: classify(toks)})
-	}
-	return out, nil
+	return classifyTexts(sqlParser(), sql, texts)
 }
 
 // readPragmas are the PRAGMAs that only report; every other PRAGMA changes a
@@ -78,12 +75,12 @@ var readPragmas = map[string]bool{
 	"user_agent": true, "table_storage_info": true, "extension_versions": true,
 }
 
-// writeCalls are table functions that create and fill tables.
-var writeCalls = map[string]bool{"dbgen": true, "dsdgen": true}
-
-// classify classifies one statement. Unknown statements are writes: the
-// leader then decides, and refuses what it cannot replicate.
-func classify(toks []wal.Token) Class {
+// lexClass classifies one statement from its tokens alone: the answer
+// where DuckDB's parser does not decide (a statement it rejects, a
+// statement it does not serialize) and the whole answer when no parser
+// could be opened. Unknown statements are writes: the leader then decides,
+// and refuses what it cannot replicate.
+func lexClass(toks []wal.Token) Class {
 	var sig []wal.Token
 	for _, t := range toks {
 		if t.Significant() {
@@ -93,9 +90,9 @@ func classify(toks []wal.Token) Class {
 	word := func(k int, w string) bool { return k < len(sig) && sig[k].Is(w) }
 	verb, v := wal.Verb(toks)
 	switch verb {
-	case "select", "from", "values", "table", "pivot", "unpivot":
+	case "select", "from", "values", "table", "pivot", "unpivot", "describe", "desc", "show", "summarize":
 		return classifyQuery(sig)
-	case "", "describe", "desc", "show", "summarize", "export":
+	case "", "export":
 		return ClassRead
 	case "begin", "start":
 		return ClassTxnBegin
@@ -125,8 +122,8 @@ func classify(toks []wal.Token) Class {
 		}
 	case "explain":
 		// EXPLAIN ANALYZE runs the statement, so a write stays a write.
-		if (word(v+1, "analyze") || word(v+1, "analyse")) && len(sig) > v+2 &&
-			classify(toks[indexOf(toks, sig[v+2]):]) != ClassRead {
+		if k, analyze := explainTarget(sig, v); analyze &&
+			(k >= len(sig) || lexClass(toks[indexOf(toks, sig[k]):]) != ClassRead) {
 			return ClassWrite
 		}
 		return ClassRead
@@ -136,30 +133,76 @@ func classify(toks []wal.Token) Class {
 		}
 		return ClassSession
 	case "call":
-		if len(sig) > v+1 && writeCalls[strings.ToLower(sig[v+1].Text)] {
-			return ClassWrite
+		if len(sig) > v+1 {
+			return classifyQuery(sig[v+1:])
 		}
 		return ClassRead
 	}
 	return ClassWrite
 }
 
-// classifyQuery classifies a query: nextval() advances a sequence, so a
-// query calling it is a write; setseed() seeds the session's random().
+// explainTarget returns the index in sig of the statement an EXPLAIN at
+// sig[v] explains, and whether EXPLAIN runs it: EXPLAIN ANALYZE and an
+// option list naming ANALYZE do, whatever its value (DuckDB 1.5 runs
+// EXPLAIN (ANALYZE false) too).
+func explainTarget(sig []wal.Token, v int) (int, bool) {
+	k := v + 1
+	if k < len(sig) && (sig[k].Is("analyze") || sig[k].Is("analyse")) {
+		return k + 1, true
+	}
+	if k >= len(sig) || !sig[k].IsPunct('(') {
+		return k, false
+	}
+	analyze := false
+	for depth := 0; k < len(sig); k++ {
+		switch {
+		case sig[k].IsPunct('('):
+			depth++
+		case sig[k].IsPunct(')'):
+			depth--
+			if depth == 0 {
+				return k + 1, analyze
+			}
+		case sig[k].Is("analyze") || sig[k].Is("analyse"):
+			analyze = true
+		}
+	}
+	return k, true
+}
+
+// classifyQuery classifies a query from the names it calls (callClass):
+// nextval() advances a sequence, so a query calling it is a write;
+// setseed() seeds the session's random(). A name counts as a call when a
+// parenthesis follows it, quoted or qualified ('s'.nextval() chains a call
+// in DuckDB), which errs on the side of writes.
 func classifyQuery(sig []wal.Token) Class {
 	class := ClassRead
 	for k := 0; k+1 < len(sig); k++ {
-		if !sig[k+1].IsPunct('(') || k > 0 && sig[k-1].IsPunct('.') {
+		if !sig[k+1].IsPunct('(') {
 			continue
 		}
-		switch {
-		case sig[k].Is("nextval"):
-			return ClassWrite
-		case sig[k].Is("setseed"):
-			class = ClassSession
+		switch sig[k].Kind {
+		case wal.TokIdent:
+			class = worse(class, callClass(strings.ToLower(sig[k].Text)))
+		case wal.TokQuotedIdent:
+			name := strings.ReplaceAll(sig[k].Text[1:len(sig[k].Text)-1], `""`, `"`)
+			class = worse(class, callClass(strings.ToLower(name)))
 		}
 	}
 	return class
+}
+
+// worse combines the classes of two parts of one statement: a write
+// anywhere makes a write, else a session change makes a session
+// statement.
+func worse(a, b Class) Class {
+	switch {
+	case a == ClassWrite || b == ClassWrite:
+		return ClassWrite
+	case a == ClassSession || b == ClassSession:
+		return ClassSession
+	}
+	return a
 }
 
 // copyTo reports whether a COPY statement writes out (COPY … TO), rather
@@ -200,10 +243,11 @@ func indexOf(toks []wal.Token, t wal.Token) int {
 	return len(toks)
 }
 
-// Confirm checks the lexer's class of a statement against DuckDB's own
-// statement type for it (from a prepared statement or a Result). The lexer
-// is finer than the type: a SELECT calling nextval() is a write, one calling
-// setseed() a session statement, and COPY is a read when it only exports.
+// Confirm checks a statement's class against DuckDB's own statement type
+// for it (from a prepared statement or a Result, which bind the statement:
+// tests use it). The class is finer than the type: a SELECT calling
+// nextval() is a write, one calling setseed() a session statement, and
+// COPY is a read when it only exports.
 func Confirm(c Class, t engine.StatementType) error {
 	var ok bool
 	switch t {

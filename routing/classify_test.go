@@ -2,21 +2,27 @@ package routing
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/wal"
 )
 
 // classifyTests lists statements, their class, and whether DuckDB can run
 // them in a scratch database to confirm the class against its own statement
-// type ({dir} becomes a temporary directory; before runs first).
+// type ({dir} becomes a temporary directory; before runs first). lexer is
+// the class the lexer alone gives where DuckDB's parser decides otherwise.
 var classifyTests = []struct {
 	sql    string
 	want   Class
 	before string
-	noRun  bool // needs the network or files the test does not have
+	noRun  bool  // needs the network or files the test does not have
+	lexer  Class // 0: the lexer alone agrees
 }{
 	{sql: "SELECT * FROM t", want: ClassRead},
 	{sql: "select 1", want: ClassRead},
@@ -103,6 +109,45 @@ var classifyTests = []struct {
 	{sql: "VACUUM", want: ClassSession},
 	{sql: "ANALYZE", want: ClassSession},
 	{sql: "-- a comment first\n/* and another */ INSERT INTO t VALUES (1, 'x')", want: ClassWrite},
+
+	// Decided by DuckDB's parse tree: the functions a query calls.
+	{sql: "SELECT * FROM t WHERE b = 'nextval('", want: ClassRead},
+	{sql: "SELECT 1 AS \"nextval(\" -- nextval('s')\n", want: ClassRead},
+	{sql: "SELECT \"nextval\"('s')", want: ClassWrite},
+	{sql: "SELECT \"NextVal\"('s')", want: ClassWrite},
+	{sql: "SELECT main.nextval('s')", want: ClassWrite},
+	{sql: "SELECT ('s').nextval()", want: ClassWrite},
+	{sql: "SELECT nextval /* why */ ('s')", want: ClassWrite},
+	{sql: "SELECT max(a), (SELECT nextval('s')) FROM t", want: ClassWrite},
+	{sql: "SELECT * FROM t WHERE a IN (SELECT nextval('s'))", want: ClassWrite},
+	{sql: "VALUES (nextval('s'))", want: ClassWrite},
+	{sql: "FROM t SELECT a, nextval('s')", want: ClassWrite},
+	{sql: "SELECT * FROM t AS nextval(x, y)", want: ClassRead, lexer: ClassWrite}, // an alias with column names
+	{sql: "WITH nextval(x) AS (SELECT 1) SELECT * FROM nextval", want: ClassRead, lexer: ClassWrite},
+	{sql: "WITH x AS (SELECT nextval('s') AS v) SELECT * FROM x", want: ClassWrite},
+	{sql: "SUMMARIZE SELECT nextval('s')", want: ClassWrite},
+	{sql: "SUMMARIZE SELECT random()", want: ClassRead},
+	{sql: "SHOW t", want: ClassRead},
+	{sql: "DESCRIBE FROM t", want: ClassRead},
+	{sql: "PIVOT t ON b IN ('x', 'y') USING sum(a)", want: ClassRead},
+	{sql: "SELECT * FROM (PIVOT t ON b USING sum(a))", want: ClassRead}, // DuckDB adds an ENUM statement
+	{sql: "UNPIVOT t ON b INTO NAME k VALUE v", want: ClassRead},
+	{sql: "FROM query('SELECT a FROM t')", want: ClassRead},
+	{sql: "FROM query('SELECT nextval(''s'')')", want: ClassWrite, lexer: ClassRead},
+	{sql: "CALL query('SELECT nextval(''s'')')", want: ClassWrite, lexer: ClassRead},
+	{sql: "CALL checkpoint()", want: ClassSession},
+	{sql: "COPY (SELECT nextval('s')) TO '{dir}/s.csv'", want: ClassWrite, lexer: ClassRead},
+	{sql: "COPY (FROM t WHERE b = ')') TO '{dir}/t.csv'", want: ClassRead},
+	{sql: "EXPLAIN ANALYZE SELECT nextval('s')", want: ClassWrite},
+	{sql: "EXPLAIN SELECT nextval('s')", want: ClassRead},
+	{sql: "EXPLAIN (ANALYZE) INSERT INTO t VALUES (1, 'x')", want: ClassWrite},
+	{sql: "EXPLAIN (ANALYZE false) INSERT INTO t VALUES (1, 'x')", want: ClassWrite}, // DuckDB 1.5 runs it anyway
+	{sql: "EXPLAIN (FORMAT json) INSERT INTO t VALUES (1, 'x')", want: ClassRead},
+	{sql: "WITH x AS (SELECT 1 AS a, 'b' AS b) INSERT INTO t SELECT * FROM x; ", want: ClassWrite},
+	{sql: "/* ; */ SET threads = 1 -- ;", want: ClassSession},
+	{sql: "PRAGMA storage_info('t')", want: ClassRead},
+	{sql: "PRAGMA memory_limit = '1GB'", want: ClassSession},
+	{sql: "SELECT 1 + ", want: ClassRead, noRun: true}, // DuckDB rejects it: the lexer's class
 }
 
 func TestClassify(t *testing.T) {
@@ -110,6 +155,91 @@ func TestClassify(t *testing.T) {
 		got, err := Classify(tt.sql)
 		if err != nil || len(got) != 1 || got[0].Class != tt.want {
 			t.Errorf("Classify(%q) = %v, %v; want one %s", tt.sql, got, err, tt.want)
+		}
+	}
+}
+
+// TestClassifyLexerOnly classifies without DuckDB's parser, as when none
+// can be opened: the lexer alone differs only where the table says so.
+func TestClassifyLexerOnly(t *testing.T) {
+	sqlParser()
+	for _, tt := range classifyTests {
+		texts, err := wal.SplitStatements(tt.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tt.want
+		if tt.lexer != 0 {
+			want = tt.lexer
+		}
+		got, err := classifyTexts(nil, tt.sql, texts)
+		if err != nil || len(got) != 1 || got[0].Class != want {
+			t.Errorf("lexer alone: %q = %v, %v; want one %s", tt.sql, got, err, want)
+		}
+	}
+}
+
+// TestClassifyStatements lists multi-statement texts: DuckDB's count of
+// the whole text must match the lexer's split.
+func TestClassifyStatements(t *testing.T) {
+	for _, tt := range []struct {
+		sql  string
+		want []Statement
+	}{
+		{"SELECT 'a;b'; SELECT \"c;d\"; -- e;f\nSELECT 1 /* g; */", []Statement{
+			{"SELECT 'a;b'", ClassRead}, {`SELECT "c;d"`, ClassRead}, {"-- e;f\nSELECT 1 /* g; */", ClassRead}}},
+		{"SELECT $$x;y$$; SELECT $t$;$t$;;", []Statement{{"SELECT $$x;y$$", ClassRead}, {"SELECT $t$;$t$", ClassRead}}},
+		{"SELECT E'\\';' ; SELECT nextval('s')", []Statement{{`SELECT E'\';'`, ClassRead}, {"SELECT nextval('s')", ClassWrite}}},
+		{"INSERT INTO t VALUES (1, ';'); UPDATE t SET b = '--' /* ; */; DELETE FROM t", []Statement{
+			{"INSERT INTO t VALUES (1, ';')", ClassWrite}, {"UPDATE t SET b = '--' /* ; */", ClassWrite}, {"DELETE FROM t", ClassWrite}}},
+		{"PIVOT t ON b USING sum(a); SELECT 1", []Statement{{"PIVOT t ON b USING sum(a)", ClassRead}, {"SELECT 1", ClassRead}}},
+		{"SET threads = 1; SELECT setseed(0.1); CALL checkpoint()", []Statement{
+			{"SET threads = 1", ClassSession}, {"SELECT setseed(0.1)", ClassSession}, {"CALL checkpoint()", ClassSession}}},
+	} {
+		got, err := Classify(tt.sql)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Classify(%q) = %q, %v\nwant %q", tt.sql, got, err, tt.want)
+		}
+	}
+}
+
+// TestClassifySplitMismatch feeds classifyTexts a split that DuckDB does
+// not share, as a lexer bug would: the text is refused.
+func TestClassifySplitMismatch(t *testing.T) {
+	p := sqlParser()
+	if p == nil {
+		t.Skip("no parser")
+	}
+	for _, tt := range []struct {
+		sql   string
+		texts []string
+	}{
+		{"SELECT 1; SELECT 2", []string{"SELECT 1; SELECT 2"}},
+		{"INSERT INTO t VALUES (1); DELETE FROM t", []string{"INSERT INTO t VALUES (1); DELETE FROM t"}},
+		{"SELECT 1; -- x\n; DELETE FROM t", []string{"SELECT 1"}},
+		{"SELECT 1; SELECT 2; DELETE FROM t", []string{"SELECT 1", "SELECT 2"}},
+	} {
+		if got, err := classifyTexts(p, tt.sql, tt.texts); !errors.Is(err, errSplit) {
+			t.Errorf("classifyTexts(%q, %q) = %v, %v; want errSplit", tt.sql, tt.texts, got, err)
+		}
+	}
+}
+
+// TestSideEffectFunctionsReviewed fails when DuckDB lists a VOLATILE
+// function with side effects that callClasses and readEffects do not
+// name: decide its class (until then it makes its queries writes).
+func TestSideEffectFunctionsReviewed(t *testing.T) {
+	if sqlParser() == nil {
+		t.Fatalf("no parser: %v", parser.err)
+	}
+	for name := range parser.effects {
+		if _, ok := callClasses[name]; !ok && !readEffects[name] {
+			t.Errorf("DuckDB's VOLATILE function %s with side effects is not reviewed (classified as a write)", name)
+		}
+	}
+	for _, name := range []string{"nextval", "setseed"} {
+		if !parser.effects[name] {
+			t.Errorf("DuckDB no longer lists %s as VOLATILE with side effects", name)
 		}
 	}
 }
@@ -170,4 +300,29 @@ func TestClassifyMatchesDuckDB(t *testing.T) {
 		conn.Close()
 		db.Close()
 	}
+}
+
+// TestClassifyConcurrent runs Classify from many goroutines over shared and
+// distinct texts (the parser's connection pool and the cache; run with
+// -race).
+func TestClassifyConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				sql := fmt.Sprintf("SELECT nextval('s'), %d", i%5)
+				want := ClassWrite
+				if g%2 == 0 {
+					sql = fmt.Sprintf("SELECT lower(b) FROM t WHERE a = %d", g*100+i)
+					want = ClassRead
+				}
+				got, err := Classify(sql)
+				if err != nil || len(got) != 1 || got[0].Class != want {
+					t.Errorf("Classify(%q) = %v, %v", sql, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -1,0 +1,331 @@
+package routing
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// parser is the process's DuckDB parser (engine.Parser: an in-memory
+// database that parses without binding), opened on first use.
+var parser struct {
+	once sync.Once
+	p    *engine.Parser
+	err  error
+	// effects are the functions DuckDB lists as VOLATILE with side
+	// effects (duckdb_functions()).
+	effects map[string]bool
+}
+
+// sqlParser returns the process's parser, or nil if it cannot be opened:
+// classification then uses the lexer alone.
+func sqlParser() *engine.Parser {
+	parser.once.Do(func() {
+		p, err := engine.NewParser()
+		if err != nil {
+			parser.err = err
+			return
+		}
+		names, err := p.SideEffectFunctions()
+		if err != nil {
+			p.Close()
+			parser.err = err
+			return
+		}
+		parser.effects = make(map[string]bool, len(names))
+		for _, n := range names {
+			parser.effects[n] = true
+		}
+		parser.p = p
+	})
+	return parser.p
+}
+
+// callClasses are the calls that make a query more than a read: the
+// reviewed VOLATILE functions with side effects and the table functions
+// that change state.
+var callClasses = map[string]Class{
+	// nextval advances a sequence: replicated state.
+	"nextval": ClassWrite,
+	// setseed seeds the session's random().
+	"setseed": ClassSession,
+	// dbgen and dsdgen (tpch, tpcds extensions) create and fill tables.
+	"dbgen": ClassWrite, "dsdgen": ClassWrite,
+	// json_execute_serialized_sql runs a statement hidden in its argument.
+	"json_execute_serialized_sql": ClassWrite,
+	// These act on the node or the session, like CHECKPOINT and SET.
+	"checkpoint": ClassSession, "force_checkpoint": ClassSession,
+	"enable_logging": ClassSession, "disable_logging": ClassSession, "truncate_duckdb_logs": ClassSession,
+	"enable_profiling": ClassSession, "disable_profiling": ClassSession,
+	"enable_peg_parser": ClassSession, "disable_peg_parser": ClassSession,
+}
+
+// readEffects are the VOLATILE functions with side effects that change
+// nothing another node or a later statement sees: their side effect is a
+// different answer per call (random, uuid), reading the session (currval,
+// current_query), raising an error, sleeping or logging on this node.
+var readEffects = map[string]bool{
+	"random": true, "uuid": true, "gen_random_uuid": true, "uuidv4": true, "uuidv7": true,
+	"currval": true, "current_connection_id": true, "current_query": true, "current_query_id": true,
+	"current_transaction_id": true, "error": true, "sleep_ms": true, "stats": true, "write_log": true,
+}
+
+// callClass is the class a call of name gives its query. A VOLATILE
+// function with side effects that is in neither list (one a later DuckDB
+// adds) makes a write, so that the leader decides.
+func callClass(name string) Class {
+	if c, ok := callClasses[name]; ok {
+		return c
+	}
+	if parser.effects[name] && !readEffects[name] {
+		return ClassWrite
+	}
+	return ClassRead
+}
+
+// queryVerbs are the verbs (wal.Verb) of statements DuckDB may parse as
+// SELECT statements; their parse tree is serialized. Other statements are
+// only counted, and their class comes from the lexer.
+var queryVerbs = map[string]bool{
+	"select": true, "from": true, "values": true, "table": true, "pivot": true, "unpivot": true,
+	"with": true, "describe": true, "desc": true, "show": true, "summarize": true, "": true,
+}
+
+// nonQueryReads are the verbs of statements DuckDB does not parse as
+// SELECT that may still be reads.
+var nonQueryReads = map[string]bool{
+	"explain": true, "copy": true, "call": true, "pragma": true, "export": true, "pivot": true, "unpivot": true,
+}
+
+// maxDepth bounds the nesting of statements classified inside others
+// (EXPLAIN ANALYZE, COPY (…) TO, query('…')).
+const maxDepth = 4
+
+// errSplit reports a text that DuckDB and the lexer split differently.
+var errSplit = errors.New("classify: DuckDB splits this text into statements differently than the router's lexer; send its statements one at a time")
+
+// classifyTexts classifies the statements texts that the lexer split sql
+// into. With no parser, the lexer decides alone.
+func classifyTexts(p *engine.Parser, sql string, texts []string) ([]Statement, error) {
+	out := make([]Statement, 0, len(texts))
+	total, known := 0, true
+	for _, text := range texts {
+		parseText := text
+		if len(texts) == 1 {
+			// DuckDB sees the client's text as it is, which checks
+			// that what the lexer dropped around it is empty.
+			parseText = sql
+		}
+		class, n, err := classifyStatement(p, text, parseText, 0)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			known = false
+		}
+		total += n
+		out = append(out, Statement{SQL: text, Class: class})
+	}
+	if len(texts) > 1 && known {
+		// Each statement is one to DuckDB; so must the whole be.
+		if n, err := p.Count(sql); err == nil && n != total {
+			return nil, fmt.Errorf("%w (%d, not %d)", errSplit, n, total)
+		}
+	}
+	return out, nil
+}
+
+// classifyStatement classifies text, one statement to the lexer, from
+// DuckDB's parse of parseText (text itself, or the whole client text
+// around it). It returns the number of statements DuckDB makes of
+// parseText, or -1 when DuckDB's parser rejects it or there is no parser.
+func classifyStatement(p *engine.Parser, text, parseText string, depth int) (Class, int, error) {
+	toks, err := wal.Lex(text)
+	if err != nil {
+		return 0, 0, fmt.Errorf("classify: %w", err)
+	}
+	lexed := lexClass(toks)
+	if p == nil {
+		return lexed, -1, nil
+	}
+	verb, v := wal.Verb(toks)
+	var parsed engine.Parsed
+	if queryVerbs[verb] {
+		parsed, err = p.Parse(parseText)
+	} else {
+		parsed.Statements, err = p.Count(parseText)
+	}
+	if err != nil {
+		// DuckDB's parser rejects the statement. Every node runs the
+		// same parser, so it fails wherever it is sent: keep the lexer's
+		// class (a parse error is not worth a Raft entry).
+		return lexed, -1, nil
+	}
+	n := parsed.Statements
+	expanded := false
+	switch {
+	case n == 1:
+	case n > 1 && !parsed.Select && !strings.Contains(text, ";") && (parseText == text || countIs(p, text, n)):
+		// DuckDB splits text only at semicolons, so the extra statements
+		// are its own: a PIVOT without an IN list first creates a
+		// temporary ENUM type of the pivoted values.
+		expanded = true
+	default:
+		return 0, 0, fmt.Errorf("%w (%d statements in %.60q)", errSplit, n, text)
+	}
+	if parsed.Select {
+		return selectClass(p, parsed, depth), n, nil
+	}
+	return nonSelectClass(p, text, toks, verb, v, lexed, expanded, depth), n, nil
+}
+
+func countIs(p *engine.Parser, text string, n int) bool {
+	m, err := p.Count(text)
+	return err == nil && m == n
+}
+
+// selectClass classifies a SELECT statement from the functions it calls.
+func selectClass(p *engine.Parser, parsed engine.Parsed, depth int) Class {
+	class := ClassRead
+	for _, f := range parsed.Functions {
+		c := callClass(f)
+		if f == "query" {
+			c = queryCalls(p, parsed.JSON, depth)
+		}
+		class = worse(class, c)
+	}
+	return class
+}
+
+// queryCalls classifies the SQL text that query('…') table functions run:
+// a constant is classified like a client's text, anything else makes a
+// write.
+func queryCalls(p *engine.Parser, tree string, depth int) Class {
+	var root any
+	if err := json.Unmarshal([]byte(tree), &root); err != nil {
+		return ClassWrite
+	}
+	class := ClassRead
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if name, ok := v["function_name"].(string); ok && strings.EqualFold(name, "query") {
+				class = worse(class, classifyQueryArg(p, v, depth))
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(root)
+	return class
+}
+
+// classifyQueryArg classifies the first argument of a query('…') call.
+func classifyQueryArg(p *engine.Parser, call map[string]any, depth int) Class {
+	children, _ := call["children"].([]any)
+	if len(children) == 0 {
+		return ClassWrite
+	}
+	arg, _ := children[0].(map[string]any)
+	value, _ := arg["value"].(map[string]any)
+	text, ok := value["value"].(string)
+	if arg["class"] != "CONSTANT" || !ok {
+		return ClassWrite
+	}
+	return classifyInner(p, text, depth)
+}
+
+// classifyInner classifies statements nested in another one, which run
+// when it runs. Anything that cannot be classified makes a write.
+func classifyInner(p *engine.Parser, sql string, depth int) Class {
+	if depth+1 >= maxDepth {
+		return ClassWrite
+	}
+	texts, err := wal.SplitStatements(sql)
+	if err != nil {
+		return ClassWrite
+	}
+	class := ClassRead
+	for _, text := range texts {
+		c, _, err := classifyStatement(p, text, text, depth+1)
+		if err != nil {
+			return ClassWrite
+		}
+		class = worse(class, c)
+	}
+	return class
+}
+
+// nonSelectClass classifies a statement that DuckDB parses but not as a
+// SELECT statement (or expands into several). Its kind comes from the
+// lexer; what it runs inside is classified from DuckDB's parse.
+func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string, v int, lexed Class, expanded bool, depth int) Class {
+	var sig []wal.Token
+	for _, t := range toks {
+		if t.Significant() {
+			sig = append(sig, t)
+		}
+	}
+	switch verb {
+	case "explain":
+		k, analyze := explainTarget(sig, v)
+		if !analyze {
+			return ClassRead
+		}
+		if k >= len(sig) || classifyInner(p, text[sig[k].Pos:], depth) != ClassRead {
+			return ClassWrite
+		}
+		return ClassRead
+	case "copy":
+		if lexed != ClassRead {
+			return lexed
+		}
+		if len(sig) > 1 && sig[1].IsPunct('(') {
+			if end := closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != ClassRead {
+				return ClassWrite
+			}
+		}
+		return ClassRead
+	case "call":
+		// CALL f(…) runs the table function as SELECT * FROM f(…) does.
+		if len(sig) > v+1 {
+			if c, _, err := classifyStatement(p, "SELECT * FROM "+text[sig[v+1].Pos:], "SELECT * FROM "+text[sig[v+1].Pos:], depth+1); err == nil {
+				return c
+			}
+		}
+		return lexed
+	}
+	if lexed == ClassRead && !expanded && !nonQueryReads[verb] {
+		// The lexer reads a query where DuckDB parses something else.
+		return ClassWrite
+	}
+	return lexed
+}
+
+// closing returns the index of the parenthesis closing sig[open], or -1.
+func closing(sig []wal.Token, open int) int {
+	depth := 0
+	for k := open; k < len(sig); k++ {
+		switch {
+		case sig[k].IsPunct('('):
+			depth++
+		case sig[k].IsPunct(')'):
+			depth--
+			if depth == 0 {
+				return k
+			}
+		}
+	}
+	return -1
+}
