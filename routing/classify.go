@@ -57,13 +57,58 @@ type Statement struct {
 // DuckDB splits differently is refused; a statement DuckDB's parser rejects
 // keeps the lexer's class (it fails on every node alike). Empty statements
 // are dropped; the error is a lexing error (an unterminated string or
-// comment) or a split mismatch.
+// comment) or a split mismatch. Results are cached by text (see
+// classify_cache.go), and a query with no parenthesis at all is classified
+// without DuckDB (plainRead).
 func Classify(sql string) ([]Statement, error) {
+	if stmts, ok := classCache.get(sql); ok {
+		return stmts, nil
+	}
 	texts, err := wal.SplitStatements(sql)
 	if err != nil {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
-	return classifyTexts(sqlParser(), sql, texts)
+	if len(texts) == 1 && plainRead(sql) {
+		return []Statement{{SQL: texts[0], Class: ClassRead}}, nil
+	}
+	out, err := classifyTexts(sqlParser(), sql, texts)
+	if err != nil {
+		return nil, err
+	}
+	classCache.put(sql, out)
+	return out, nil
+}
+
+// plainRead reports whether sql is certainly one read that calls no
+// function, without parsing it: it starts with SELECT, FROM, TABLE, SHOW,
+// DESCRIBE or SUMMARIZE, has no parenthesis anywhere and no semicolon but
+// trailing ones. DuckDB splits statements only at semicolons, so it is one
+// statement; its first word is not inside a string or comment, so it is a
+// query; and every call, table function and macro needs a parenthesis (the
+// clock keywords such as CURRENT_DATE, which need none, change nothing).
+// Such texts skip DuckDB's parser and the cache: point queries with
+// changing literals would only churn it.
+func plainRead(sql string) bool {
+	s := strings.TrimLeft(strings.TrimRight(sql, " \t\n\r\f\v;"), " \t\n\r\f\v")
+	if strings.ContainsAny(s, "(;") {
+		return false
+	}
+	end := 0
+	for end < len(s) && (s[end] >= 'a' && s[end] <= 'z' || s[end] >= 'A' && s[end] <= 'Z') {
+		end++
+	}
+	if end == len(s) || isWordByte(s[end]) {
+		return false
+	}
+	switch strings.ToLower(s[:end]) {
+	case "select", "from", "table", "show", "describe", "summarize":
+		return true
+	}
+	return false
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
 // readPragmas are the PRAGMAs that only report; every other PRAGMA changes a

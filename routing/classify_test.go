@@ -225,6 +225,79 @@ func TestClassifySplitMismatch(t *testing.T) {
 	}
 }
 
+func TestPlainRead(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT * FROM t WHERE id = 42":           true,
+		"  select a, b from t where c = $1 ;; \n": true,
+		"FROM t":                                true,
+		"SHOW TABLES":                           true,
+		"DESCRIBE t":                            true,
+		"SELECT * FROM t WHERE b = 'x' -- done": true,
+		"SELECT nextval('s')":                   false,
+		"SELECT * FROM t WHERE b = 'a(b'":       false,
+		"SELECT 'a;b'":                          false,
+		"SELECT 1; DELETE FROM t":               false,
+		"/* c */ SELECT 1":                      false,
+		"SELECTED":                              false,
+		"SELECT":                                false,
+		"select_x FROM t":                       false,
+		"INSERT INTO t SELECT * FROM u":         false,
+		"WITH x AS (SELECT 1) SELECT * FROM x":  false,
+		"VALUES (1)":                            false,
+	} {
+		if got := plainRead(sql); got != want {
+			t.Errorf("plainRead(%q) = %v; want %v", sql, got, want)
+		}
+	}
+}
+
+func TestClassifyCache(t *testing.T) {
+	sql := "SELECT count(*), nextval('cache_test') FROM t; -- TestClassifyCache"
+	first, err := Classify(sql)
+	if err != nil || len(first) != 1 || first[0].Class != ClassWrite {
+		t.Fatalf("Classify = %v, %v", first, err)
+	}
+	if _, ok := classCache.get(sql); !ok {
+		t.Fatal("not cached")
+	}
+	first[0].Class = ClassRead // callers get copies
+	again, err := Classify(sql)
+	if err != nil || len(again) != 1 || again[0].Class != ClassWrite || again[0].SQL != "SELECT count(*), nextval('cache_test') FROM t" {
+		t.Errorf("cached Classify = %v, %v", again, err)
+	}
+	if _, err := Classify("SELECT 1 FROM t WHERE a = 2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := classCache.get("SELECT 1 FROM t WHERE a = 2"); ok {
+		t.Error("a plain read was cached")
+	}
+
+	c := newStatementCache()
+	for i := range 3 * cacheEntries {
+		c.put(fmt.Sprintf("SELECT %d", i), []Statement{{fmt.Sprintf("SELECT %d", i), ClassRead}})
+		if i%100 == 0 {
+			c.get("SELECT 0") // kept alive by use
+		}
+	}
+	if n := c.len(); n > 2*cacheEntries {
+		t.Errorf("cache holds %d texts", n)
+	}
+	if _, ok := c.get("SELECT 0"); !ok {
+		t.Error("a text in use was evicted")
+	}
+	if _, ok := c.get("SELECT 1"); ok {
+		t.Error("an unused old text is still cached")
+	}
+	c.put(strings.Repeat("x", cacheMaxText+1), nil)
+	big := newStatementCache()
+	for i := range 100 {
+		big.put(fmt.Sprintf("%d%s", i, strings.Repeat("x", cacheMaxText-10)), nil)
+	}
+	if n := big.len(); n*cacheMaxText > 2*cacheBytes+cacheMaxText {
+		t.Errorf("cache holds %d texts of 64 KiB", n)
+	}
+}
+
 // TestSideEffectFunctionsReviewed fails when DuckDB lists a VOLATILE
 // function with side effects that callClasses and readEffects do not
 // name: decide its class (until then it makes its queries writes).
