@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -8,11 +9,13 @@ import (
 
 // Classification cache bounds: a generation holds at most cacheEntries
 // texts or cacheBytes bytes of text, and two generations are kept. Texts
-// longer than cacheMaxText (bulk INSERTs) are not cached.
+// longer than cacheMaxText (bulk INSERTs) are not cached. A generation of
+// the doorkeeper remembers the hashes of up to seenEntries texts.
 const (
 	cacheEntries = 2048
 	cacheBytes   = 4 << 20
 	cacheMaxText = 64 << 10
+	seenEntries  = 4 * cacheEntries
 )
 
 // classCache remembers the classification of client texts: dashboards send
@@ -23,14 +26,21 @@ var classCache = newStatementCache()
 // statementCache is a two-generation cache: hits in the old generation move
 // to the new one, and when the new one is full it becomes the old one, so
 // texts used again within a generation's span stay and the rest age out.
+// A doorkeeper admits a text only the second time it is put, so that
+// one-off texts (point queries with their literals, INSERTs of new rows)
+// do not push out the texts that repeat.
 type statementCache struct {
 	mu       sync.Mutex
 	cur, old map[string][]Statement
 	curBytes int
+
+	seed             maphash.Seed
+	seenCur, seenOld map[uint64]struct{}
 }
 
 func newStatementCache() *statementCache {
-	return &statementCache{cur: map[string][]Statement{}, old: map[string][]Statement{}}
+	return &statementCache{cur: map[string][]Statement{}, old: map[string][]Statement{},
+		seed: maphash.MakeSeed(), seenCur: map[uint64]struct{}{}, seenOld: map[uint64]struct{}{}}
 }
 
 // get returns a copy of the statements cached for sql.
@@ -48,9 +58,9 @@ func (c *statementCache) get(sql string) ([]Statement, bool) {
 	return slices.Clone(stmts), true
 }
 
-// put caches a copy of stmts for sql.
+// put caches a copy of stmts for sql if sql was put before.
 func (c *statementCache) put(sql string, stmts []Statement) {
-	if len(sql) > cacheMaxText {
+	if len(sql) > cacheMaxText || !c.seen(maphash.String(c.seed, sql)) {
 		return
 	}
 	// Copy the text so that the cache holds no larger string it may be
@@ -72,6 +82,21 @@ func (c *statementCache) put(sql string, stmts []Statement) {
 	if _, ok := c.cur[sql]; !ok {
 		c.add(sql, own)
 	}
+}
+
+// seen reports whether h was seen before, and remembers it.
+func (c *statementCache) seen(h uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seenCur[h]; ok {
+		return true
+	}
+	_, ok := c.seenOld[h]
+	if len(c.seenCur) >= seenEntries {
+		c.seenOld, c.seenCur = c.seenCur, make(map[uint64]struct{}, seenEntries)
+	}
+	c.seenCur[h] = struct{}{}
+	return ok
 }
 
 func (c *statementCache) add(sql string, stmts []Statement) {

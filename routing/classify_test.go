@@ -253,30 +253,46 @@ func TestPlainRead(t *testing.T) {
 
 func TestClassifyCache(t *testing.T) {
 	sql := "SELECT count(*), nextval('cache_test') FROM t; -- TestClassifyCache"
-	first, err := Classify(sql)
-	if err != nil || len(first) != 1 || first[0].Class != ClassWrite {
-		t.Fatalf("Classify = %v, %v", first, err)
+	for i := range 2 {
+		got, err := Classify(sql)
+		if err != nil || len(got) != 1 || got[0].Class != ClassWrite {
+			t.Fatalf("Classify = %v, %v", got, err)
+		}
+		if _, ok := classCache.get(sql); ok != (i == 1) {
+			t.Fatalf("after %d calls: cached %v", i+1, ok)
+		}
+		got[0].Class = ClassRead // callers get copies
 	}
-	if _, ok := classCache.get(sql); !ok {
-		t.Fatal("not cached")
-	}
-	first[0].Class = ClassRead // callers get copies
 	again, err := Classify(sql)
 	if err != nil || len(again) != 1 || again[0].Class != ClassWrite || again[0].SQL != "SELECT count(*), nextval('cache_test') FROM t" {
 		t.Errorf("cached Classify = %v, %v", again, err)
 	}
-	if _, err := Classify("SELECT 1 FROM t WHERE a = 2"); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if _, err := Classify("SELECT 1 FROM t WHERE a = 2"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, ok := classCache.get("SELECT 1 FROM t WHERE a = 2"); ok {
 		t.Error("a plain read was cached")
 	}
 
 	c := newStatementCache()
+	put := func(sql string) { c.put(sql, []Statement{{sql, ClassRead}}) }
 	for i := range 3 * cacheEntries {
-		c.put(fmt.Sprintf("SELECT %d", i), []Statement{{fmt.Sprintf("SELECT %d", i), ClassRead}})
+		put(fmt.Sprintf("SELECT %d", i)) // seen once: not cached
 		if i%100 == 0 {
-			c.get("SELECT 0") // kept alive by use
+			put("SELECT 0") // kept alive by use
+			c.get("SELECT 0")
+		}
+	}
+	if n := c.len(); n != 1 {
+		t.Errorf("cache holds %d texts; want only the one put twice", n)
+	}
+	for i := range 3 * cacheEntries {
+		put(fmt.Sprintf("SELECT %d", i))
+		put(fmt.Sprintf("SELECT %d", i))
+		if i%100 == 0 {
+			c.get("SELECT 0")
 		}
 	}
 	if n := c.len(); n > 2*cacheEntries {
@@ -288,13 +304,20 @@ func TestClassifyCache(t *testing.T) {
 	if _, ok := c.get("SELECT 1"); ok {
 		t.Error("an unused old text is still cached")
 	}
-	c.put(strings.Repeat("x", cacheMaxText+1), nil)
 	big := newStatementCache()
 	for i := range 100 {
-		big.put(fmt.Sprintf("%d%s", i, strings.Repeat("x", cacheMaxText-10)), nil)
+		sql := fmt.Sprintf("%d%s", i, strings.Repeat("x", cacheMaxText-10))
+		big.put(sql, nil)
+		big.put(sql, nil)
 	}
 	if n := big.len(); n*cacheMaxText > 2*cacheBytes+cacheMaxText {
 		t.Errorf("cache holds %d texts of 64 KiB", n)
+	}
+	huge := strings.Repeat("x", cacheMaxText+1)
+	big.put(huge, nil)
+	big.put(huge, nil)
+	if _, ok := big.get(huge); ok {
+		t.Error("a text over cacheMaxText was cached")
 	}
 }
 
