@@ -32,7 +32,9 @@ func TestReplicaCatchesUpAfterLongAbsence(t *testing.T) {
 	}
 	// Compaction well inside the absence, with the defaults' ratio.
 	threshold := uint64(max(entries/8, 64))
-	mod := func(c *Config) { c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = threshold, threshold/2, 200*time.Millisecond }
+	mod := func(c *Config) {
+		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = threshold, threshold/2, 200*time.Millisecond
+	}
 	nodes := startCluster(t, 3, mod)
 	leader := waitLeader(t, nodes)
 	replica := &testNode{id: "r1", dir: t.TempDir(), mod: mod}

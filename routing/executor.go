@@ -166,8 +166,8 @@ type sessionState struct {
 	// their changes.
 	settings        []string
 	settingsVersion uint64
-	used    time.Time
-	busy    atomic.Int64
+	used            time.Time
+	busy            atomic.Int64
 }
 
 type pendingTxn struct {
