@@ -42,6 +42,7 @@ func BenchmarkClassify(b *testing.B) {
 		lexer bool // the lexer alone, as before DuckDB's parser
 	}{
 		{"plain_read", "SELECT a, b FROM t WHERE id = %d", false},
+		{"plain_read/lexer", "SELECT a, b FROM t WHERE id = %d", true},
 		{"point_call/uncached", "SELECT a, lower(b) FROM t WHERE id = %d", false},
 		{"point_call/lexer", "SELECT a, lower(b) FROM t WHERE id = %d", true},
 		{"dashboard/uncached", benchDashboard, false},

@@ -272,9 +272,11 @@ func classifyInner(p *engine.Parser, sql string, depth int) Class {
 // lexer; what it runs inside is classified from DuckDB's parse.
 func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string, v int, lexed Class, expanded bool, depth int) Class {
 	var sig []wal.Token
-	for _, t := range toks {
-		if t.Significant() {
-			sig = append(sig, t)
+	if verb == "explain" || verb == "copy" || verb == "call" {
+		for _, t := range toks {
+			if t.Significant() {
+				sig = append(sig, t)
+			}
 		}
 	}
 	switch verb {
