@@ -126,8 +126,7 @@ func (f *fsm) rollback() {
 // batch appends a marker row holding its last index to the keys table (see
 // storeKeys); the applied table holds the index of a restored snapshot.
 func readApplied(conn *engine.Conn) (uint64, error) {
-	row, err := queryRow(conn, "SELECT greatest((SELECT idx FROM "+metaSchema+".applied WHERE id = 1), "+
-		"(SELECT coalesce(max(idx), 0) FROM "+metaSchema+".keys))")
+	row, err := queryRow(conn, AppliedQuery)
 	if err != nil {
 		return 0, fmt.Errorf("read applied index: %w", err)
 	}

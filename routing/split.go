@@ -160,10 +160,6 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 	return nil, errs
 }
 
-// appliedQuery reads the applied index the FSM stores with every batch it
-// applies, so that inside a transaction it names the transaction's
-// snapshot exactly.
-const appliedQuery = `SELECT idx FROM "` + replication.MetaSchema + `".applied WHERE id = 1`
 
 // pinnedRead runs a share of a split scan in a read transaction whose
 // snapshot is exactly index pin: DuckDB has no AS OF, so a node that has
@@ -181,7 +177,7 @@ func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, 
 	}
 	rollback := func() { conn.Exec(context.Background(), "ROLLBACK") }
 	// DuckDB fixes a transaction's snapshot at its first read, this one.
-	idx, err := queryUint(ctx, conn, appliedQuery)
+	idx, err := queryUint(ctx, conn, replication.AppliedQuery)
 	if err != nil {
 		rollback()
 		return nil, fmt.Errorf("split scan: read applied index: %w", err)
