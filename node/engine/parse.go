@@ -88,9 +88,15 @@ func (p *Parser) Close() error {
 	return p.db.Close()
 }
 
+// errNUL refuses text with a NUL byte: the C API would cut it there.
+var errNUL = &Error{Type: "Invalid Input", Message: "Invalid Input Error: the text contains a NUL byte"}
+
 // Parse parses sql. When DuckDB's parser rejects it, the error is an
 // *Error of type "Parser" with DuckDB's message.
 func (p *Parser) Parse(sql string) (Parsed, error) {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return Parsed{}, errNUL
+	}
 	pc, err := p.get()
 	if err != nil {
 		return Parsed{}, err
@@ -127,6 +133,9 @@ func (p *Parser) Parse(sql string) (Parsed, error) {
 // Count returns the number of statements DuckDB's parser splits sql into
 // (duckdb_extract_statements). Errors are those of Parse.
 func (p *Parser) Count(sql string) (int, error) {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return 0, errNUL
+	}
 	pc, err := p.get()
 	if err != nil {
 		return 0, err

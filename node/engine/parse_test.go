@@ -50,12 +50,16 @@ func TestParse(t *testing.T) {
 		{sql: "SELEC 1", errMsg: "syntax error"},
 		{sql: "SELECT * INTO t2 FROM t", errMsg: "SELECT INTO not supported"},
 		{sql: "INSERT INTO t VALUES (1; SELECT 2", errMsg: "syntax error"},
+		{sql: "SELECT 1 -- \x00\n, nextval('s')", errMsg: "NUL byte"},
 	} {
 		got, err := p.Parse(tt.sql)
 		if tt.errMsg != "" {
 			var e *Error
-			if !errors.As(err, &e) || e.Type != "Parser" || !strings.Contains(e.Message, tt.errMsg) {
-				t.Errorf("Parse(%q) error = %v; want a Parser error with %q", tt.sql, err, tt.errMsg)
+			if !errors.As(err, &e) || !strings.Contains(e.Message, tt.errMsg) {
+				t.Errorf("Parse(%q) error = %v; want an error with %q", tt.sql, err, tt.errMsg)
+			}
+			if _, err := p.Count(tt.sql); !errors.As(err, &e) || !strings.Contains(e.Message, tt.errMsg) {
+				t.Errorf("Count(%q) error = %v; want an error with %q", tt.sql, err, tt.errMsg)
 			}
 			continue
 		}
