@@ -160,7 +160,6 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 	return nil, errs
 }
 
-
 // pinnedRead runs a share of a split scan in a read transaction whose
 // snapshot is exactly index pin: DuckDB has no AS OF, so a node that has
 // applied past pin refuses and the router re-pins.
