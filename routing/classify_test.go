@@ -147,7 +147,7 @@ var classifyTests = []struct {
 	{sql: "/* ; */ SET threads = 1 -- ;", want: ClassSession},
 	{sql: "PRAGMA storage_info('t')", want: ClassRead},
 	{sql: "PRAGMA memory_limit = '1GB'", want: ClassSession},
-	{sql: "SELECT 1 + ", want: ClassRead, noRun: true}, // DuckDB rejects it: the lexer's class
+	{sql: "SELECT 1 + ", want: ClassRead, noRun: true},                       // DuckDB rejects it: the lexer's class
 	{sql: "SELECT 1 -- \x00\n, nextval('s')", want: ClassWrite, noRun: true}, // the C API would cut at NUL: the lexer's class
 }
 
