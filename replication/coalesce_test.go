@@ -90,10 +90,7 @@ func TestMergedInsertsMatchSeparate(t *testing.T) {
 		t.Helper()
 		db := openDB(t, t.TempDir())
 		defer db.Close()
-		f, err := newFSM(db, 1<<20, testLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := openFSM(t, db)
 		defer f.close()
 		idx := uint64(1)
 		for _, r := range f.ApplyBatch([]*raft.Log{logEntry(t, idx, setup...)}) {

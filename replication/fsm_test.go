@@ -63,10 +63,7 @@ func TestReplayAfterCrash(t *testing.T) {
 func TestRefusedStatementsFailAlone(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
-	f, err := newFSM(db, 1<<20, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openFSM(t, db)
 	defer f.close()
 	r := f.ApplyBatch([]*raft.Log{logEntry(t, 1,
 		stmt("CREATE TABLE t(i INTEGER)"),
@@ -291,10 +288,7 @@ func TestGroupingDoesNotChangeSequences(t *testing.T) {
 	state := func(calls [][]*raft.Log) [][]any {
 		db := openDB(t, t.TempDir())
 		defer db.Close()
-		f, err := newFSM(db, 1<<20, testLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := openFSM(t, db)
 		defer f.close()
 		for _, c := range calls {
 			f.ApplyBatch(c)

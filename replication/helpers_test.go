@@ -32,6 +32,17 @@ func openDB(t testing.TB, dir string) *engine.DB {
 	return db
 }
 
+// openFSM opens an FSM on db with a large key window. The caller closes it
+// before db.
+func openFSM(t testing.TB, db *engine.DB) *fsm {
+	t.Helper()
+	f, err := newFSM(db, 1<<20, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // testNode is one node of an in-process cluster: a DuckDB file and a Store
 // in a temp dir, listening on a loopback port chosen by the kernel.
 type testNode struct {

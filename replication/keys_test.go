@@ -117,10 +117,7 @@ func TestKeysSurviveRestartAndRestore(t *testing.T) {
 func TestKeysOfRolledBackAttempt(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
-	f, err := newFSM(db, 1<<20, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openFSM(t, db)
 	defer f.close()
 	results(t, f, logEntry(t, 1, stmt("CREATE TABLE t(i INTEGER PRIMARY KEY)")))
 	r := results(t, f, logEntry(t, 2, keyed("a", "INSERT INTO t VALUES (1)"), stmt("INSERT INTO t VALUES (1)")))
@@ -137,10 +134,7 @@ func TestKeysOfRolledBackAttempt(t *testing.T) {
 func TestCountResult(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
-	f, err := newFSM(db, 1<<20, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openFSM(t, db)
 	defer f.close()
 	other := openDB(t, t.TempDir())
 	defer other.Close()
