@@ -212,11 +212,17 @@ type insertRun struct {
 	rows     []int64 // per command
 }
 
+// maxMergedText bounds the text of a statement considered for merging. The
+// gain is in small INSERTs, where DuckDB's per-statement cost dominates; a
+// large one would only pay for lexing it twice.
+const maxMergedText = 4 << 10
+
 // mergeableInsert returns p's statement as a plainInsert if p may join a
-// merged run: a plain literal INSERT without parameters.
+// merged run: a small plain literal INSERT without parameters.
 func mergeableInsert(p pending) (plainInsert, bool) {
 	st, ok := p.cmd.Entry.(wal.Statement)
-	if !ok || len(st.Params) > 0 || checkStatement(st.SQL) != nil {
+	if !ok || len(st.Params) > 0 || len(st.SQL) > maxMergedText || firstKeyword(st.SQL) != "INSERT" ||
+		checkStatement(st.SQL) != nil {
 		return plainInsert{}, false
 	}
 	return parsePlainInsert(st.SQL)
