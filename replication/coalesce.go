@@ -228,17 +228,25 @@ func mergeableInsert(p pending) (plainInsert, bool) {
 	return parsePlainInsert(st.SQL)
 }
 
+// parseInserts sets the insert of every command of work that may join a
+// merged run, once per entry rather than once per apply attempt.
+func parseInserts(work []pending) {
+	for i := range work {
+		if in, ok := mergeableInsert(work[i]); ok {
+			work[i].insert = &in
+		}
+	}
+}
+
 // nextRun returns the run of mergeable commands starting at work[k], or
 // ok=false if fewer than two commands would join it. skip reports commands
-// that must be applied alone (a replayed key, a known failure).
+// that must be applied alone (a replayed key, a known failure). It reads
+// the inserts parseInserts found.
 func nextRun(work []pending, k int, skip func(int) bool) (insertRun, bool) {
-	if skip(k) {
+	if skip(k) || work[k].insert == nil {
 		return insertRun{}, false
 	}
-	first, ok := mergeableInsert(work[k])
-	if !ok {
-		return insertRun{}, false
-	}
+	first := work[k].insert
 	run := insertRun{first: k, rows: []int64{first.rows}}
 	var b strings.Builder
 	b.WriteString(first.target)
@@ -259,8 +267,8 @@ func nextRun(work []pending, k int, skip func(int) bool) (insertRun, bool) {
 			}
 			keys[string(key)] = true
 		}
-		next, ok := mergeableInsert(work[j])
-		if !ok || next.target != first.target || total+next.rows > maxMergedRows {
+		next := work[j].insert
+		if next == nil || next.target != first.target || total+next.rows > maxMergedRows {
 			break
 		}
 		b.WriteString(", ")

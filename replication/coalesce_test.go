@@ -128,6 +128,7 @@ func TestMergedInsertsMatchSeparate(t *testing.T) {
 	for i, c := range batch {
 		work[i] = pending{index: 2, cmd: c}
 	}
+	parseInserts(work)
 	never := func(int) bool { return false }
 	if run, ok := nextRun(work, 0, never); !ok || run.n != 5 {
 		t.Fatalf("first run = %+v, %v; want the 5 commands before the repeated key", run, ok)

@@ -209,6 +209,8 @@ type pending struct {
 	index uint64
 	cmd   wal.Command
 	out   *cmdResult
+	// insert is set when the command may join a merged run of INSERTs.
+	insert *plainInsert
 }
 
 // Apply implements raft.FSM.
@@ -297,6 +299,7 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 		}
 		defer restore()
 	}
+	parseInserts(work)
 	failed := make(map[int]error)
 	alone := make(map[int]bool)
 	for attempt := 1; ; {
