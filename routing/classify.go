@@ -198,21 +198,16 @@ func explainTarget(sig []wal.Token, v int) (int, bool) {
 	if k >= len(sig) || !sig[k].IsPunct('(') {
 		return k, false
 	}
-	analyze := false
-	for depth := 0; k < len(sig); k++ {
-		switch {
-		case sig[k].IsPunct('('):
-			depth++
-		case sig[k].IsPunct(')'):
-			depth--
-			if depth == 0 {
-				return k + 1, analyze
-			}
-		case sig[k].Is("analyze") || sig[k].Is("analyse"):
-			analyze = true
+	end := closing(sig, k)
+	if end < 0 {
+		return len(sig), true
+	}
+	for _, t := range sig[k+1 : end] {
+		if t.Is("analyze") || t.Is("analyse") {
+			return end + 1, true
 		}
 	}
-	return k, true
+	return end + 1, false
 }
 
 // classifyQuery classifies a query from the names it calls (callClass):
