@@ -45,6 +45,7 @@ type fsm struct {
 	log       *slog.Logger
 	keyWindow uint64
 	keys      *keyCache // used only on raft's FSM goroutine
+	serial    *serialThreads
 
 	applied atomic.Uint64
 
@@ -58,11 +59,16 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), changed: make(chan struct{})}
+	serial, err := newSerialThreads(db, log)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial, changed: make(chan struct{})}
 	// Casts of the leader's timestamps (now()::DATE) must not depend on
 	// each node's time zone.
 	if _, err := conn.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
-		conn.Close()
+		f.close()
 		return nil, fmt.Errorf("pin apply time zone: %w", err)
 	}
 	if err := f.init(); err != nil {
@@ -293,11 +299,10 @@ var errTxnBroken = errors.New("a statement ended the apply transaction")
 // without it; the failure becomes that command's result on every node.
 func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 	if serialApply(work) {
-		restore, err := f.singleThreaded()
-		if err != nil {
+		if err := f.serial.acquire(); err != nil {
 			return err
 		}
-		defer restore()
+		defer f.serial.release()
 	}
 	parseInserts(work)
 	failed := make(map[int]error)
@@ -362,43 +367,6 @@ func serialApply(work []pending) bool {
 		}
 	}
 	return false
-}
-
-// singleThreaded makes DuckDB run on one thread until restore is called.
-// The setting is global, so reads on this node run single-threaded for the
-// moment too; only batches that need it pay that.
-func (f *fsm) singleThreaded() (restore func(), err error) {
-	ctx := context.Background()
-	threads, err := f.threadCount(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if threads <= 1 {
-		return func() {}, nil
-	}
-	if _, err := f.conn.Exec(ctx, "SET GLOBAL threads = 1"); err != nil {
-		return nil, fmt.Errorf("limit apply to one thread: %w", err)
-	}
-	return func() {
-		if _, err := f.conn.Exec(ctx, fmt.Sprintf("SET GLOBAL threads = %d", threads)); err != nil {
-			f.log.Error("restore DuckDB threads", "threads", threads, "err", err)
-		}
-	}, nil
-}
-
-func (f *fsm) threadCount(ctx context.Context) (int, error) {
-	res, err := f.conn.Query(ctx, "SELECT current_setting('threads')::BIGINT")
-	if err != nil {
-		return 0, fmt.Errorf("read threads setting: %w", err)
-	}
-	defer res.Close()
-	c, err := res.Next()
-	if err != nil || c == nil || c.Rows == 0 {
-		return 0, fmt.Errorf("read threads setting: %v", err)
-	}
-	v, err := c.Columns[0].Value(0)
-	n, _ := v.(int64)
-	return int(n), err
 }
 
 // tryApply runs one attempt. Keys applied by it go to added, which the
@@ -724,5 +692,5 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 func (f *fsm) close() error {
-	return f.conn.Close()
+	return errors.Join(f.serial.close(), f.conn.Close())
 }
