@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ type Config struct {
 	// DumpDir receives the register history when it is not
 	// linearizable (default: a new directory under the system temp dir).
 	DumpDir string
+	// KeepLogs copies the nodes' logs to DumpDir even when the run passes,
+	// to study a slow failover that broke no verdict.
+	KeepLogs bool
 }
 
 func (c *Config) setDefaults() {
@@ -63,9 +67,10 @@ func Run(t *testing.T, cfg Config) *Report {
 	cfg.setDefaults()
 	r := &Report{Seed: cfg.Seed, Duration: cfg.Duration, Plan: plan(cfg.Seed, cfg.Duration)}
 	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true})
+	var lag *lagSampler
 	defer func() {
-		if r.Failed() || t.Failed() {
-			r.LogDir = dumpLogs(c, cfg.DumpDir)
+		if r.Failed() || t.Failed() || cfg.KeepLogs {
+			r.LogDir = dumpLogs(c, lag, cfg.DumpDir)
 		}
 		t.Log("\n" + r.String())
 	}()
@@ -82,7 +87,7 @@ func Run(t *testing.T, cfg Config) *Report {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	wl := startWorkloads(ctx, cfg.Seed, c.Nodes, rec, cfg.Pace)
-	lag := startLagSampler(ctx, c)
+	lag = startLagSampler(ctx, c, rec.start)
 
 	ch := &chaos{t: t, c: c, rec: rec, lag: lag}
 	time.Sleep(2 * time.Second) // warm-up: the report's figures start from a working cluster
@@ -124,9 +129,17 @@ func Run(t *testing.T, cfg Config) *Report {
 
 // dumpLogs writes every node's full log into dir, to read a failing run
 // by wall-clock time against the report; it returns dir, or why not.
-func dumpLogs(c *testcluster.Cluster, dir string) string {
+func dumpLogs(c *testcluster.Cluster, lag *lagSampler, dir string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Sprintf("(not written: %v)", err)
+	}
+	if lag != nil {
+		lag.mu.Lock()
+		timeline := lag.timeline.String()
+		lag.mu.Unlock()
+		if err := os.WriteFile(filepath.Join(dir, "status.tsv"), []byte(timeline), 0o644); err != nil {
+			return fmt.Sprintf("(not written: %v)", err)
+		}
 	}
 	for _, n := range c.Nodes {
 		if err := os.WriteFile(filepath.Join(dir, n.ID+".log"), []byte(n.Log()), 0o644); err != nil {
@@ -276,12 +289,15 @@ type lagSampler struct {
 	healthy  uint64 // largest lag of a node not under a fault
 	any      uint64 // largest lag of any answering node
 	healthyN string
+	timeline strings.Builder // one line per node per sample, kept with the logs
+	start    time.Time
 	done     chan struct{}
 	stopped  chan struct{}
 }
 
-func startLagSampler(ctx context.Context, c *testcluster.Cluster) *lagSampler {
-	l := &lagSampler{faulted: map[string]bool{}, done: make(chan struct{}), stopped: make(chan struct{})}
+func startLagSampler(ctx context.Context, c *testcluster.Cluster, start time.Time) *lagSampler {
+	l := &lagSampler{faulted: map[string]bool{}, start: start, done: make(chan struct{}), stopped: make(chan struct{})}
+	l.timeline.WriteString("seconds\tnode\tstate\tapplied\tcommit\terror\n")
 	go func() {
 		defer close(l.stopped)
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -313,14 +329,18 @@ func (l *lagSampler) sample(c *testcluster.Cluster) {
 	}
 	var seen []obs
 	var commit uint64
+	var lines strings.Builder
 	for _, n := range c.Nodes {
 		if !n.Running() || n.Paused() {
 			continue
 		}
+		at := time.Since(l.start).Seconds()
 		st, err := n.Status()
 		if err != nil {
+			fmt.Fprintf(&lines, "%.2f\t%s\t\t\t\t%v\n", at, n.ID, err)
 			continue
 		}
+		fmt.Fprintf(&lines, "%.2f\t%s\t%s\t%d\t%d\t\n", at, n.ID, st.State, st.Applied, st.Commit)
 		if st.State == "Leader" {
 			commit = max(commit, st.Commit)
 		}
@@ -328,6 +348,7 @@ func (l *lagSampler) sample(c *testcluster.Cluster) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.timeline.WriteString(lines.String())
 	for _, o := range seen {
 		if o.applied >= commit {
 			continue
