@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -375,6 +376,34 @@ func (n *Node) Status() (routing.Status, error) {
 	var st routing.Status
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	return st, err
+}
+
+// TransferLeadership asks n, which must lead, to hand leadership to the
+// voter with ID to, or to the most up-to-date voter when to is empty, and
+// returns the leader n reports afterwards.
+func (n *Node) TransferLeadership(to string) (string, error) {
+	target := "http://" + n.QuackAddr + routing.TransferPath
+	if to != "" {
+		target += "?to=" + url.QueryEscape(to)
+	}
+	req, err := http.NewRequest(http.MethodPost, target, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+Token)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var res routing.Transfer
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return "", fmt.Errorf("transfer leadership from %s: %s", n.ID, resp.Status)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %s: %s", n.ID, resp.Status, res.Error)
+	}
+	return res.LeaderID, nil
 }
 
 // StateHash asks n for its state hash: equal hashes at equal applied

@@ -31,6 +31,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 const usage = `usage: duckraft [flags]                 interactive shell
        duckraft [flags] -c SQL [-c SQL]  run statements and exit
        duckraft status [--server S]      the cluster's members as one node sees them
+       duckraft transfer-leader [--to ID] move leadership to another voter
        duckraft bench bulk|writes        benchmarks (see duckraft bench)
 
 flags:
@@ -43,6 +44,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runBench(args[1:], stdout, stderr)
 		case "status":
 			return runStatus(args[1:], stdout, stderr)
+		case "transfer-leader":
+			return runTransferLeader(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("duckraft", flag.ContinueOnError)

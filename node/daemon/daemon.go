@@ -223,6 +223,7 @@ func (d *Daemon) startNode() error {
 		return status(d.store, d.members, exec), nil
 	}))
 	mux.Handle(routing.HashPath, routing.JSONHandler(d.token, func(ctx context.Context) (any, error) { return d.store.StateHash(ctx) }))
+	mux.Handle(routing.TransferPath, routing.TransferHandler(d.token, d.store))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
 	return d.serve(mux)
@@ -377,6 +378,16 @@ func (d *Daemon) Crash() error {
 func (d *Daemon) shutdown(graceful bool) error {
 	if !graceful && d.db != nil {
 		d.skipCheckpoint()
+	}
+	if graceful && d.store != nil && d.store.IsLeader() {
+		// Hand leadership over while this node still serves: the others
+		// then need no election timeout to notice it is gone, and writes
+		// in flight here are retried on the new leader.
+		switch err := d.store.TransferLeadership(""); {
+		case errors.Is(err, replication.ErrNoSuchVoter):
+		case err != nil:
+			d.log.Warn("shutdown: leadership not transferred", "err", err)
+		}
 	}
 	if d.hs != nil {
 		d.hs.Close()

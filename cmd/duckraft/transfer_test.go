@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/testcluster"
+)
+
+// TestTransferLeader moves leadership with the CLI, asking through a
+// follower, as an operator would before taking the leader's host down.
+func TestTransferLeader(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitForLeader(t, 20*time.Second)
+	var followers []*testcluster.Node
+	for _, n := range c.Nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	target, via := followers[0], followers[1]
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"transfer-leader", "--server", "quack:" + via.QuackAddr}, args...), strings.NewReader(""), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, out, errOut := cli("--token", testcluster.Token, "--to", target.ID)
+	if want := "leadership moved from " + leader.ID + " to " + target.ID + "\n"; code != 0 || out != want {
+		t.Fatalf("transfer-leader --to %s: exit %d, stdout %q (want %q), stderr %q", target.ID, code, out, want, errOut)
+	}
+	if l := c.WaitForLeader(t, 10*time.Second); l != target {
+		t.Fatalf("leader after the transfer is %s, want %s", l.ID, target.ID)
+	}
+	conn := via.Client(t)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE after_transfer(i INTEGER)"); err != nil {
+		t.Fatalf("write after the transfer: %v", err)
+	}
+
+	code, out, errOut = cli("--token", testcluster.Token)
+	if code != 0 || !strings.HasPrefix(out, "leadership moved from "+target.ID+" to ") || strings.HasSuffix(out, " "+target.ID+"\n") {
+		t.Fatalf("transfer-leader to any voter: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown voter", []string{"--token", testcluster.Token, "--to", "nosuch"}, "no such voter"},
+		{"wrong token", []string{"--token", "wrong"}, "401"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := cli(tc.args...)
+			if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package replication
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestTransferLeadership(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	leader := waitLeader(t, nodes)
+	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
+	var follower *testNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+
+	var notLeader *NotLeaderError
+	if err := follower.store.TransferLeadership(""); !errors.As(err, &notLeader) || notLeader.LeaderID != leader.id {
+		t.Fatalf("transfer on a follower: %v, want a NotLeaderError naming %s", err, leader.id)
+	}
+	if err := leader.store.TransferLeadership("nobody"); !errors.Is(err, ErrNoSuchVoter) {
+		t.Fatalf("transfer to an unknown server: %v, want ErrNoSuchVoter", err)
+	}
+	if err := leader.store.TransferLeadership(leader.id); err != nil || !leader.store.IsLeader() {
+		t.Fatalf("transfer to itself: %v, leader %v", err, leader.store.IsLeader())
+	}
+
+	if err := leader.store.TransferLeadership(follower.id); err != nil {
+		t.Fatal(err)
+	}
+	if got := leader.store.LeaderID(); got != follower.id {
+		t.Fatalf("old leader reports leader %q after the transfer, want %s", got, follower.id)
+	}
+	if now := waitLeader(t, nodes); now != follower {
+		t.Fatalf("leader after transfer to %s is %s", follower.id, now.id)
+	}
+	mustExec(t, follower.store, stmt("INSERT INTO t VALUES (1)"))
+
+	if err := follower.store.TransferLeadership(""); err != nil {
+		t.Fatal(err)
+	}
+	now := waitLeader(t, nodes)
+	if now == follower {
+		t.Fatalf("%s still leads after transferring to any voter", follower.id)
+	}
+	if r := mustExec(t, now.store, stmt("INSERT INTO t VALUES (2)")); r.RowsChanged != 1 {
+		t.Fatalf("write on the new leader changed %d rows", r.RowsChanged)
+	}
+}
+
+func TestTransferLeadershipAlone(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	if err := waitLeader(t, nodes).store.TransferLeadership(""); !errors.Is(err, ErrNoSuchVoter) {
+		t.Fatalf("transfer in a cluster of one: %v, want ErrNoSuchVoter", err)
+	}
+}
