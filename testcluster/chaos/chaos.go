@@ -230,15 +230,16 @@ func (ch *chaos) run(s step) *event {
 	if leader == nil {
 		return &event{fault: s.Fault, skipped: "no leader within 10 s"}
 	}
+	var followers []*testcluster.Node
+	for _, n := range ch.c.Nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	picked := followers[s.Pick%len(followers)]
 	target := leader
 	if !s.Fault.onLeader() {
-		var followers []*testcluster.Node
-		for _, n := range ch.c.Nodes {
-			if n != leader {
-				followers = append(followers, n)
-			}
-		}
-		target = followers[s.Pick%len(followers)]
+		target = picked
 	}
 	ev := &event{fault: s.Fault, node: target.ID, at: ch.rec.now(), hold: s.Hold}
 	ch.lag.fault(target.ID, true)
@@ -259,6 +260,13 @@ func (ch *chaos) run(s step) *event {
 		ch.c.Isolate(target)
 		time.Sleep(s.Hold)
 		ch.c.Heal()
+	case transferLeader:
+		if now, err := target.TransferLeadership(picked.ID); err != nil {
+			ev.detail = fmt.Sprintf("transfer to %s failed: %v", picked.ID, err)
+		} else {
+			ev.detail = "to " + now
+		}
+		time.Sleep(s.Hold)
 	}
 	time.Sleep(s.Calm)
 	ch.lag.fault(target.ID, false)

@@ -50,6 +50,7 @@ type event struct {
 	skipped  string
 	failover time.Duration
 	noAck    bool
+	detail   string // what the fault did, where that varies (transfers)
 }
 
 // verdict is one checker's finding.
@@ -91,6 +92,11 @@ func (r *Report) Failovers() []time.Duration {
 // Stalls returns how long writes stalled after the leader was paused.
 func (r *Report) Stalls() []time.Duration {
 	return r.stalls(func(f fault) bool { return f == pauseLeader })
+}
+
+// Handovers returns how long writes stalled after a leadership transfer.
+func (r *Report) Handovers() []time.Duration {
+	return r.stalls(func(f fault) bool { return f == transferLeader })
 }
 
 func (r *Report) stalls(kind func(fault) bool) []time.Duration {
@@ -177,11 +183,11 @@ func (r *Report) String() string {
 		case e.skipped != "":
 			fmt.Fprintf(&b, "  %2d  %-17s skipped: %s\n", e.step, e.fault, e.skipped)
 		case e.noAck:
-			fmt.Fprintf(&b, "  %2d  %-17s %-3s at %7.2fs hold %-6v  no write acknowledged afterwards\n",
-				e.step, e.fault, e.node, float64(e.at)/1e9, e.hold)
+			fmt.Fprintf(&b, "  %2d  %-17s %-3s at %7.2fs hold %-6v  no write acknowledged afterwards%s\n",
+				e.step, e.fault, e.node, float64(e.at)/1e9, e.hold, suffix(e.detail))
 		case e.fault.onLeader():
-			fmt.Fprintf(&b, "  %2d  %-17s %-3s at %7.2fs hold %-6v  first acknowledged write after %v\n",
-				e.step, e.fault, e.node, float64(e.at)/1e9, e.hold, e.failover.Round(time.Millisecond))
+			fmt.Fprintf(&b, "  %2d  %-17s %-3s at %7.2fs hold %-6v  first acknowledged write after %v%s\n",
+				e.step, e.fault, e.node, float64(e.at)/1e9, e.hold, e.failover.Round(time.Millisecond), suffix(e.detail))
 		default:
 			fmt.Fprintf(&b, "  %2d  %-17s %-3s at %7.2fs hold %v\n", e.step, e.fault, e.node, float64(e.at)/1e9, e.hold)
 		}
@@ -201,6 +207,9 @@ func (r *Report) String() string {
 	st := r.Stalls()
 	fmt.Fprintf(&b, "leader paused → first acknowledged write: %d measured, median %v, max %v (not a failover target; see docs/reliability.md)\n",
 		len(st), percentile(st, 50).Round(time.Millisecond), percentile(st, 100).Round(time.Millisecond))
+	ho := r.Handovers()
+	fmt.Fprintf(&b, "leader transferred → first acknowledged write: %d measured, median %v, max %v\n",
+		len(ho), percentile(ho, 50).Round(time.Millisecond), percentile(ho, 100).Round(time.Millisecond))
 	fmt.Fprintf(&b, "max replication lag: %d entries on a node not under a fault (%s), %d on any node (incl. catching up)\n",
 		r.lag.healthy, r.lag.node, r.lag.any)
 	fmt.Fprintf(&b, "raft links: %d proxied, %d refused and %d cut by partitions\n", r.links.Proxied, r.links.Refused, r.links.Cut)
@@ -219,4 +228,11 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "\n%s seed %d: %d lost, %d duplicated acknowledged writes\n", result, r.Seed, lost, dup)
 	return b.String()
+}
+
+func suffix(detail string) string {
+	if detail == "" {
+		return ""
+	}
+	return " (" + detail + ")"
 }

@@ -18,18 +18,19 @@ const (
 	pauseLeader     fault = "pause leader"     // SIGSTOP, SIGCONT after hold: wakes as a deposed leader
 	isolateLeader   fault = "isolate leader"   // cut its Raft links, heal after hold
 	flapLeader      fault = "flap leader"      // isolate for about an election timeout
+	transferLeader  fault = "transfer leader"  // hand leadership to a follower, as an operator would
 	killFollower    fault = "kill follower"    // SIGKILL, restart after hold
 	pauseFollower   fault = "pause follower"   // SIGSTOP, SIGCONT after hold
 	isolateFollower fault = "isolate follower" // cut its Raft links, heal after hold
 )
 
-var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower}
+var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower, transferLeader}
 
 // onLeader reports whether f targets the leader: the report measures how
 // long writes stall after it.
 func (f fault) onLeader() bool {
 	switch f {
-	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader:
+	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, transferLeader:
 		return true
 	}
 	return false
@@ -37,8 +38,8 @@ func (f fault) onLeader() bool {
 
 // failover reports whether f takes the leader away for good, so that only
 // a new leader can take writes: the faults the failover targets apply to.
-// A paused leader and a flap may come back before writes resume; they are
-// reported apart.
+// A paused leader and a flap may come back before writes resume, and a
+// transfer is a planned handover; they are reported apart.
 func (f fault) failover() bool {
 	switch f {
 	case killLeader, stopLeader, isolateLeader:
@@ -53,7 +54,8 @@ type step struct {
 	Fault fault
 	Hold  time.Duration
 	Calm  time.Duration
-	// Pick chooses the follower for follower faults (modulo their number).
+	// Pick chooses the follower for follower faults and the new leader of
+	// a transfer (modulo their number).
 	Pick int
 }
 
