@@ -30,6 +30,12 @@ type Raft interface {
 	AppliedIndex() uint64 // this node's applied index, to judge whether others caught up
 }
 
+// Handoff is what a Reconciler needs to move leadership off a leader whose DuckDB lags.
+type Handoff interface {
+	LastIndex() uint64 // the last index in this node's Raft log
+	TransferLeadership(to string) error
+}
+
 // Membership lists the members gossip knows, dead ones included; *Gossip implements it.
 type Membership interface {
 	Members() []Member
@@ -55,7 +61,15 @@ type ReconcilerConfig struct {
 	CatchUpFor time.Duration
 	// Interval is the time between passes when nothing happens (1 s).
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Handoff, if set, lets a leader that has applied less than HandOffLag entries of its
+	// own log hand leadership to a live voter that has applied at least HandOffLag more
+	// (128). Raft elects by log, not by applied state, so a voter that has just restarted
+	// can win an election and then answer nothing until its DuckDB has caught up.
+	Handoff    Handoff
+	HandOffLag uint64
+	// Elected, if set, starts a pass when this node becomes leader (as raft's LeaderCh).
+	Elected <-chan bool
+	Logger  *slog.Logger
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 }
@@ -85,6 +99,7 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	setDefault(&cfg.MaxLag, 256)
 	setDefault(&cfg.CatchUpFor, 3*time.Second)
 	setDefault(&cfg.Interval, time.Second)
+	setDefault(&cfg.HandOffLag, 128)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,12 +119,20 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 func (r *Reconciler) Run(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
-	events := r.cfg.Events
+	events, elected := r.cfg.Events, r.cfg.Elected
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case leader, ok := <-elected:
+			if !ok {
+				elected = nil
+				continue
+			}
+			if !leader {
+				continue
+			}
 		case _, ok := <-events:
 			if !ok {
 				events = nil // gossip shut down; keep ticking until ctx is done
@@ -160,6 +183,9 @@ func (r *Reconciler) Reconcile() error {
 	if err != nil {
 		return fmt.Errorf("cluster: read raft configuration: %w", err)
 	}
+	if r.handOff(servers, members) {
+		return nil
+	}
 	now := r.cfg.Now()
 	r.track(servers, members, now)
 
@@ -178,6 +204,40 @@ func (r *Reconciler) Reconcile() error {
 		}
 	}
 	return nil
+}
+
+// handOff moves leadership to the live voter that has applied the most, if this leader
+// trails its own log by more than HandOffLag and that voter has applied at least HandOffLag
+// more than this one. Applied indexes arrive by gossip late, which only understates how far
+// the others got. It reports whether leadership moved.
+func (r *Reconciler) handOff(servers []Server, members map[string]Member) bool {
+	h := r.cfg.Handoff
+	if h == nil {
+		return false
+	}
+	applied, last := r.cfg.Raft.AppliedIndex(), h.LastIndex()
+	if last <= applied+r.cfg.HandOffLag {
+		return false
+	}
+	var best Server
+	var bestApplied uint64
+	for _, s := range servers {
+		m, ok := members[s.ID]
+		if !s.Voter || s.ID == r.cfg.ID || !ok || !r.live(s, m) || m.Meta.AppliedIndex <= bestApplied {
+			continue
+		}
+		best, bestApplied = s, m.Meta.AppliedIndex
+	}
+	if best.ID == "" || bestApplied < applied+r.cfg.HandOffLag {
+		return false
+	}
+	r.log.Info("handing leadership on: this node's DuckDB lags its log", "to", best.ID,
+		"applied", applied, "last_index", last, "their_applied", bestApplied)
+	if err := h.TransferLeadership(best.ID); err != nil {
+		r.log.Warn("leadership hand-off failed", "to", best.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 // track updates when non-voters became caught up and when servers went missing from gossip.

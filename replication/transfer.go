@@ -71,3 +71,11 @@ func (s *Store) voterAddr(id string) (raft.ServerAddress, error) {
 	}
 	return "", fmt.Errorf("%w: %q", ErrNoSuchVoter, id)
 }
+
+// LastIndex returns the last index in this node's Raft log, committed or not.
+func (s *Store) LastIndex() uint64 { return s.raft.LastIndex() }
+
+// LeaderCh reports leadership changes of this node: true when it becomes
+// leader, false when it stops. Raft keeps only the latest value for a slow
+// reader; there may be only one reader.
+func (s *Store) LeaderCh() <-chan bool { return s.raft.LeaderCh() }

@@ -23,12 +23,14 @@ type membership struct {
 // raftAdapter presents replication's Store as the reconciler's Raft.
 type raftAdapter struct{ s *replication.Store }
 
-func (a raftAdapter) IsLeader() bool                    { return a.s.IsLeader() }
-func (a raftAdapter) AddVoter(id, addr string) error    { return a.s.Join(id, addr, true) }
-func (a raftAdapter) AddNonvoter(id, addr string) error { return a.s.Join(id, addr, false) }
-func (a raftAdapter) DemoteVoter(id string) error       { return a.s.Demote(id) }
-func (a raftAdapter) RemoveServer(id string) error      { return a.s.Remove(id) }
-func (a raftAdapter) AppliedIndex() uint64              { return a.s.AppliedIndex() }
+func (a raftAdapter) IsLeader() bool                     { return a.s.IsLeader() }
+func (a raftAdapter) AddVoter(id, addr string) error     { return a.s.Join(id, addr, true) }
+func (a raftAdapter) AddNonvoter(id, addr string) error  { return a.s.Join(id, addr, false) }
+func (a raftAdapter) DemoteVoter(id string) error        { return a.s.Demote(id) }
+func (a raftAdapter) RemoveServer(id string) error       { return a.s.Remove(id) }
+func (a raftAdapter) AppliedIndex() uint64               { return a.s.AppliedIndex() }
+func (a raftAdapter) LastIndex() uint64                  { return a.s.LastIndex() }
+func (a raftAdapter) TransferLeadership(to string) error { return a.s.TransferLeadership(to) }
 
 func (a raftAdapter) Servers() ([]cluster.Server, error) {
 	conf, err := a.s.Configuration()
@@ -62,6 +64,8 @@ func startMembership(c Config, raftAddr, token string, store *replication.Store,
 		Raft:       raftAdapter{store},
 		Membership: g,
 		Events:     g.Subscribe(),
+		Handoff:    raftAdapter{store},
+		Elected:    store.LeaderCh(),
 		Voters:     c.Voters,
 		ReapAfter:  c.ReapAfter,
 		Logger:     log,
