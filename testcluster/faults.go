@@ -21,7 +21,17 @@ import (
 // off from all others. Connections that cross groups are closed, and new
 // ones are closed as soon as the proxy learns who dials. It panics if the
 // cluster was started without Options.Proxy, a mistake in the test.
-func (c *Cluster) Partition(groups ...[]*Node) {
+func (c *Cluster) Partition(groups ...[]*Node) { c.partition(false, groups) }
+
+// Blackhole splits the Raft network like Partition, but silently: links
+// that cross groups stay open and carry nothing, new ones are accepted and
+// never answered, and nobody sees a connection error, only timeouts, as
+// when a switch drops packets. After Heal the held bytes are delivered, as
+// TCP would retransmit them. One difference from a real blackhole: a dial
+// across it connects (the proxy accepts) instead of timing out.
+func (c *Cluster) Blackhole(groups ...[]*Node) { c.partition(true, groups) }
+
+func (c *Cluster) partition(silent bool, groups [][]*Node) {
 	if c.net == nil {
 		panic("testcluster: Partition needs a cluster started with Options.Proxy")
 	}
@@ -35,18 +45,24 @@ func (c *Cluster) Partition(groups ...[]*Node) {
 	for _, n := range c.Nodes {
 		all = append(all, n.ID)
 	}
-	c.net.partition(ids, all)
+	c.net.partition(ids, all, silent)
 }
 
 // Isolate cuts n off from every other node's Raft traffic.
-func (c *Cluster) Isolate(n *Node) {
+func (c *Cluster) Isolate(n *Node) { c.partition(false, c.alone(n)) }
+
+// IsolateSilently blackholes n's Raft traffic to and from every other node.
+func (c *Cluster) IsolateSilently(n *Node) { c.partition(true, c.alone(n)) }
+
+// alone returns the groups that put n alone and the other nodes together.
+func (c *Cluster) alone(n *Node) [][]*Node {
 	var rest []*Node
 	for _, m := range c.Nodes {
 		if m != n {
 			rest = append(rest, m)
 		}
 	}
-	c.Partition([]*Node{n}, rest)
+	return [][]*Node{{n}, rest}
 }
 
 // Heal ends any partition: new connections go through again (Raft

@@ -13,10 +13,21 @@ import (
 // leader steps down, and after Heal every node converges on the same data.
 // It runs in both modes: the proxies cut the same sockets either way.
 func TestPartitionIsolatedLeader(t *testing.T) {
-	inBothModes(t, testcluster.Options{Proxy: true}, partitionIsolatedLeader)
+	inBothModes(t, testcluster.Options{Proxy: true}, func(t *testing.T, opts testcluster.Options) {
+		partitionIsolatedLeader(t, opts, false)
+	})
 }
 
-func partitionIsolatedLeader(t *testing.T, opts testcluster.Options) {
+// TestBlackholeIsolatedLeader is the same with a silent partition: the
+// leader's Raft links stay open but carry nothing, so every node sees only
+// timeouts, never a connection error.
+func TestBlackholeIsolatedLeader(t *testing.T) {
+	inBothModes(t, testcluster.Options{Proxy: true}, func(t *testing.T, opts testcluster.Options) {
+		partitionIsolatedLeader(t, opts, true)
+	})
+}
+
+func partitionIsolatedLeader(t *testing.T, opts testcluster.Options, silent bool) {
 	c := testcluster.Start(t, 3, opts)
 	old := c.WaitForLeader(t, 10*time.Second)
 	var via *testcluster.Node
@@ -30,7 +41,11 @@ func partitionIsolatedLeader(t *testing.T, opts testcluster.Options) {
 	exec(t, conn, "CREATE TABLE p(i INTEGER)")
 	exec(t, conn, "INSERT INTO p VALUES (1)")
 
-	c.Isolate(old)
+	if silent {
+		c.IsolateSilently(old)
+	} else {
+		c.Isolate(old)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l := c.Leader()
@@ -53,7 +68,10 @@ func partitionIsolatedLeader(t *testing.T, opts testcluster.Options) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if s := c.LinkStats(); s.Cut+s.Refused == 0 {
+	switch s := c.LinkStats(); {
+	case silent && (s.Stalled == 0 || s.Cut+s.Refused > 0):
+		t.Fatalf("silent partition stalled no Raft link, or closed one: %+v", s)
+	case !silent && s.Cut+s.Refused == 0:
 		t.Fatalf("partition cut no Raft link: %+v", s)
 	}
 

@@ -21,8 +21,12 @@ import (
 // hashicorp/raft's RPC header carries the sender's advertised address, that
 // is the sender's own proxy address, which names the sender uniquely.
 type network struct {
-	mu      sync.Mutex
-	group   map[string]int    // node ID → partition group; empty when healed
+	mu     sync.Mutex
+	group  map[string]int // node ID → partition group; empty when healed
+	silent bool           // the partition stalls links instead of closing them
+	// changed is closed, and replaced, whenever the partition changes, to
+	// wake links stalled by a silent one.
+	changed chan struct{}
 	byAddr  map[string]string // advertised Raft address → node ID
 	proxies []*raftProxy
 	stats   LinkStats
@@ -32,12 +36,13 @@ type network struct {
 type LinkStats struct {
 	// Proxied connections were let through; Refused ones were closed at
 	// connect because they crossed a partition; Cut ones were open when a
-	// partition began and were closed.
-	Proxied, Refused, Cut int
+	// partition began and were closed; Stalled ones crossed a silent
+	// partition (Blackhole) and were held without a byte passing.
+	Proxied, Refused, Cut, Stalled int
 }
 
 func newNetwork() *network {
-	return &network{group: map[string]int{}, byAddr: map[string]string{}}
+	return &network{group: map[string]int{}, changed: make(chan struct{}), byAddr: map[string]string{}}
 }
 
 func (nw *network) count(f func(*LinkStats)) {
@@ -59,7 +64,7 @@ func (nw *network) add(t testing.TB, n *Node) {
 	if err != nil {
 		t.Fatalf("raft proxy for %s: %v", n.ID, err)
 	}
-	p := &raftProxy{nw: nw, dst: n.ID, target: n.RaftAddr, l: l, links: map[*link]struct{}{}}
+	p := &raftProxy{nw: nw, dst: n.ID, target: n.RaftAddr, l: l, done: make(chan struct{}), links: map[*link]struct{}{}}
 	n.RaftAdvertise = l.Addr().String()
 	nw.mu.Lock()
 	nw.byAddr[n.RaftAdvertise] = n.ID
@@ -82,12 +87,25 @@ func (nw *network) allowed(src, dst string) bool {
 	return nw.group[src] == nw.group[dst]
 }
 
+// severed reports whether a partition that closes links separates src
+// and dst.
+func (nw *network) severed(src, dst string) bool {
+	if nw.allowed(src, dst) {
+		return false
+	}
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return !nw.silent
+}
+
 // partition puts each listed group of node IDs in a group of its own;
 // every node not listed is alone. It closes the links that now cross
-// groups.
-func (nw *network) partition(groups [][]string, all []string) {
+// groups, or, if silent, leaves them to stall.
+func (nw *network) partition(groups [][]string, all []string, silent bool) {
 	nw.mu.Lock()
 	nw.group = map[string]int{}
+	nw.silent = silent
+	nw.notify()
 	for i, g := range groups {
 		for _, id := range g {
 			nw.group[id] = i + 1
@@ -102,16 +120,54 @@ func (nw *network) partition(groups [][]string, all []string) {
 	}
 	proxies := append([]*raftProxy(nil), nw.proxies...)
 	nw.mu.Unlock()
+	if silent {
+		return
+	}
 	for _, p := range proxies {
 		p.cut()
 	}
 }
 
-// heal lets every node reach every other again.
+// heal lets every node reach every other again; stalled links resume.
 func (nw *network) heal() {
 	nw.mu.Lock()
 	nw.group = map[string]int{}
+	nw.silent = false
+	nw.notify()
 	nw.mu.Unlock()
+}
+
+// notify wakes stalled links to look at the partition again; nw.mu is held.
+func (nw *network) notify() {
+	close(nw.changed)
+	nw.changed = make(chan struct{})
+}
+
+// await blocks while a silent partition separates src and dst, and
+// reports whether they may talk: false once the partition is one that
+// closes links, or when done is closed.
+func (nw *network) await(src, dst string, done <-chan struct{}) bool {
+	stalled := false
+	for {
+		nw.mu.Lock()
+		ok := len(nw.group) == 0 || src != "" && nw.group[src] == nw.group[dst]
+		silent, changed := nw.silent, nw.changed
+		nw.mu.Unlock()
+		switch {
+		case ok:
+			return true
+		case !silent:
+			return false
+		case !stalled:
+			stalled = true
+			nw.count(func(s *LinkStats) { s.Stalled++ })
+		}
+		select {
+		case <-changed:
+		case <-done:
+			return false
+		}
+	}
 }
 
 // close stops every proxy and closes their links.
@@ -148,6 +204,8 @@ type raftProxy struct {
 	target string
 	l      net.Listener
 
+	done chan struct{} // closed when the proxy closes
+
 	mu     sync.Mutex
 	links  map[*link]struct{}
 	closed bool
@@ -157,11 +215,16 @@ type raftProxy struct {
 type link struct {
 	src            string
 	client, server net.Conn
+	closeOnce      sync.Once
+	done           chan struct{} // closed with the link
 }
 
 func (l *link) close() {
-	l.client.Close()
-	l.server.Close()
+	l.closeOnce.Do(func() {
+		close(l.done)
+		l.client.Close()
+		l.server.Close()
+	})
 }
 
 func (p *raftProxy) serve() {
@@ -180,7 +243,9 @@ func (p *raftProxy) handle(c net.Conn) {
 		c.Close()
 		return
 	}
-	if !p.nw.allowed(src, p.dst) {
+	// Behind a silent partition the dialer's bytes wait unread, as they
+	// would in a network that drops them and retransmits after it heals.
+	if !p.nw.await(src, p.dst, p.done) {
 		p.nw.count(func(s *LinkStats) { s.Refused++ })
 		c.Close()
 		return
@@ -192,7 +257,7 @@ func (p *raftProxy) handle(c net.Conn) {
 		c.Close()
 		return
 	}
-	l := &link{src: src, client: c, server: s}
+	l := &link{src: src, client: c, server: s, done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -201,8 +266,9 @@ func (p *raftProxy) handle(c net.Conn) {
 	}
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
-	// A partition may have begun between the check above and registering.
-	if !p.nw.allowed(src, p.dst) {
+	// A partition that closes links may have begun between the check
+	// above and registering.
+	if p.nw.severed(src, p.dst) {
 		p.drop(l)
 		return
 	}
@@ -212,14 +278,35 @@ func (p *raftProxy) handle(c net.Conn) {
 	}
 	p.nw.count(func(s *LinkStats) { s.Proxied++ })
 	done := make(chan struct{}, 2)
-	pump := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+	pump := func(to, from net.Conn) {
+		p.pump(l, to, from)
 		done <- struct{}{}
 	}
 	go pump(s, c)
 	go pump(c, s)
 	<-done
 	p.drop(l)
+}
+
+// pump copies from one end of l to the other. Behind a silent partition it
+// holds what it read and stops reading, so the sender's socket buffers fill
+// and its writes block; after Heal the held bytes go on, none lost.
+func (p *raftProxy) pump(l *link, to, from net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			if !p.nw.await(l.src, p.dst, l.done) {
+				return
+			}
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // readSource reads the start of c until it names a known node, and returns
@@ -272,6 +359,9 @@ func (p *raftProxy) drop(l *link) {
 func (p *raftProxy) close() {
 	p.l.Close()
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	links := p.links
 	p.links = map[*link]struct{}{}

@@ -32,7 +32,7 @@ func TestIdentify(t *testing.T) {
 func TestPartitionGroups(t *testing.T) {
 	nw := newNetwork()
 	all := []string{"n1", "n2", "n3", "n4"}
-	nw.partition([][]string{{"n1", "n2"}}, all)
+	nw.partition([][]string{{"n1", "n2"}}, all, false)
 	for _, tc := range []struct {
 		src, dst string
 		want     bool

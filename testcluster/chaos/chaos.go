@@ -260,6 +260,10 @@ func (ch *chaos) run(s step) *event {
 		ch.c.Isolate(target)
 		time.Sleep(s.Hold)
 		ch.c.Heal()
+	case silenceLeader, silenceFollower:
+		ch.c.IsolateSilently(target)
+		time.Sleep(s.Hold)
+		ch.c.Heal()
 	case transferLeader:
 		if now, err := target.TransferLeadership(picked.ID); err != nil {
 			ev.detail = fmt.Sprintf("transfer to %s failed: %v", picked.ID, err)

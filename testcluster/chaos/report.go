@@ -83,8 +83,8 @@ func (r *Report) Failures() []string {
 	return out
 }
 
-// Failovers returns the measured failover durations: leader killed,
-// stopped or cut off → first acknowledged write.
+// Failovers returns the measured failover durations: leader killed, cut
+// off or blackholed → first acknowledged write.
 func (r *Report) Failovers() []time.Duration {
 	return r.stalls(func(f fault) bool { return f.failover() })
 }
@@ -94,9 +94,11 @@ func (r *Report) Stalls() []time.Duration {
 	return r.stalls(func(f fault) bool { return f == pauseLeader })
 }
 
-// Handovers returns how long writes stalled after a leadership transfer.
+// Handovers returns how long writes stalled after a planned handover: a
+// leadership transfer, or a leader stopped with SIGTERM (which transfers
+// leadership before it exits).
 func (r *Report) Handovers() []time.Duration {
-	return r.stalls(func(f fault) bool { return f == transferLeader })
+	return r.stalls(func(f fault) bool { return f == transferLeader || f == stopLeader })
 }
 
 func (r *Report) stalls(kind func(fault) bool) []time.Duration {
@@ -201,18 +203,19 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  %-20s %6d  e.g. %s\n", k, r.errs[k], r.examples[k])
 	}
 	fo := r.Failovers()
-	fmt.Fprintf(&b, "\nfailover (leader killed, stopped or cut off → first acknowledged write): %d measured, median %v, p99 %v, max %v\n",
+	fmt.Fprintf(&b, "\nfailover (leader killed, cut off or blackholed → first acknowledged write): %d measured, median %v, p99 %v, max %v\n",
 		len(fo), percentile(fo, 50).Round(time.Millisecond), percentile(fo, 99).Round(time.Millisecond),
 		percentile(fo, 100).Round(time.Millisecond))
 	st := r.Stalls()
 	fmt.Fprintf(&b, "leader paused → first acknowledged write: %d measured, median %v, max %v (not a failover target; see docs/reliability.md)\n",
 		len(st), percentile(st, 50).Round(time.Millisecond), percentile(st, 100).Round(time.Millisecond))
 	ho := r.Handovers()
-	fmt.Fprintf(&b, "leader transferred → first acknowledged write: %d measured, median %v, max %v\n",
+	fmt.Fprintf(&b, "leader transferred or stopped (planned handover) → first acknowledged write: %d measured, median %v, max %v\n",
 		len(ho), percentile(ho, 50).Round(time.Millisecond), percentile(ho, 100).Round(time.Millisecond))
 	fmt.Fprintf(&b, "max replication lag: %d entries on a node not under a fault (%s), %d on any node (incl. catching up)\n",
 		r.lag.healthy, r.lag.node, r.lag.any)
-	fmt.Fprintf(&b, "raft links: %d proxied, %d refused and %d cut by partitions\n", r.links.Proxied, r.links.Refused, r.links.Cut)
+	fmt.Fprintf(&b, "raft links: %d proxied, %d refused and %d cut by partitions, %d stalled by blackholes\n",
+		r.links.Proxied, r.links.Refused, r.links.Cut, r.links.Stalled)
 	fmt.Fprintf(&b, "\nverdicts:\n")
 	for _, v := range r.Verdicts {
 		mark := "PASS"

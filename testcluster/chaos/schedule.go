@@ -19,18 +19,20 @@ const (
 	isolateLeader   fault = "isolate leader"   // cut its Raft links, heal after hold
 	flapLeader      fault = "flap leader"      // isolate for about an election timeout
 	transferLeader  fault = "transfer leader"  // hand leadership to a follower, as an operator would
+	silenceLeader   fault = "blackhole leader" // its Raft links carry nothing, without errors; heal after hold
 	killFollower    fault = "kill follower"    // SIGKILL, restart after hold
 	pauseFollower   fault = "pause follower"   // SIGSTOP, SIGCONT after hold
 	isolateFollower fault = "isolate follower" // cut its Raft links, heal after hold
+	silenceFollower fault = "blackhole follower"
 )
 
-var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower, transferLeader}
+var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower, transferLeader, silenceLeader, silenceFollower}
 
 // onLeader reports whether f targets the leader: the report measures how
 // long writes stall after it.
 func (f fault) onLeader() bool {
 	switch f {
-	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, transferLeader:
+	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, transferLeader, silenceLeader:
 		return true
 	}
 	return false
@@ -39,10 +41,11 @@ func (f fault) onLeader() bool {
 // failover reports whether f takes the leader away for good, so that only
 // a new leader can take writes: the faults the failover targets apply to.
 // A paused leader and a flap may come back before writes resume, and a
-// transfer is a planned handover; they are reported apart.
+// stopped leader hands over as a transfer does (a planned handover); they
+// are reported apart.
 func (f fault) failover() bool {
 	switch f {
-	case killLeader, stopLeader, isolateLeader:
+	case killLeader, isolateLeader, silenceLeader:
 		return true
 	}
 	return false
