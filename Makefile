@@ -50,14 +50,16 @@ bench: build
 	$(BIN)/duckraft bench reads --duckraftd $(BIN)/duckraftd
 
 # chaos runs the workloads under a seeded, randomized schedule of kills,
-# restarts, pauses and partitions, and prints a report (docs/reliability.md).
-# SEED may list several seeds; a failing seed reruns with make chaos SEED=….
+# restarts, pauses, partitions, blackholes and leadership transfers, and
+# prints a report (docs/reliability.md). SEED may list several seeds; a
+# failing seed reruns with make chaos SEED=…. VOTERS sizes the cluster.
 SEED     ?= $(shell date +%s)
 DURATION ?= 2m
+VOTERS   ?= 3
 chaos: build
 	@for s in $(SEED); do \
 		$(GO) test -tags $(TAGS) ./testcluster/chaos -run '^TestChaos$$' -count=1 -timeout 30m -v \
-			-args -seed=$$s -duration=$(DURATION) || exit 1; \
+			-args -seed=$$s -duration=$(DURATION) -voters=$(VOTERS) || exit 1; \
 	done
 
 clean:

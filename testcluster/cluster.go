@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,12 +61,13 @@ type Options struct {
 
 // Cluster is a set of nodes forming one cluster.
 type Cluster struct {
-	t     testing.TB
-	bin   string
-	dir   string
-	opts  Options
-	net   *network
-	Nodes []*Node
+	t      testing.TB
+	bin    string
+	dir    string
+	opts   Options
+	voters int // the voter count every node keeps (duckraftd --voters)
+	net    *network
+	Nodes  []*Node
 }
 
 // Node is one node of a cluster: a duckraftd process or an in-process
@@ -100,7 +102,7 @@ type Node struct {
 // killed when the test ends.
 func Start(t testing.TB, voters int, opts Options) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, dir: t.TempDir(), opts: opts}
+	c := &Cluster{t: t, dir: t.TempDir(), opts: opts, voters: voters}
 	if opts.InProcess {
 		if len(opts.Args) > 0 {
 			t.Fatal("testcluster: Options.Args are duckraftd flags, for process mode; in-process, use Options.Configure")
@@ -192,7 +194,8 @@ func freeAddr(t testing.TB) string {
 
 func (n *Node) args() []string {
 	a := []string{"--id", n.ID, "--data", n.Dir, "--quack", n.QuackAddr, "--raft", n.RaftAddr,
-		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"}
+		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback",
+		"--voters", strconv.Itoa(n.c.voters)}
 	if n.join != "" {
 		a = append(a, "--join", n.join)
 	}
@@ -218,6 +221,7 @@ func (n *Node) config() daemon.Config {
 		Join:          n.join,
 		Replica:       n.Replica,
 		Token:         Token,
+		Voters:        n.c.voters,
 		GossipTiming:  cluster.LoopbackTiming(),
 		WrapLogStore:  n.faults.wrapLogStore,
 		Now:           n.faults.now,

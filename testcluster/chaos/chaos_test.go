@@ -10,6 +10,7 @@ var (
 	seedFlag     = flag.Int64("seed", 0, "seed of the chaos schedule; TestChaos runs only when it is set (make chaos)")
 	durationFlag = flag.Duration("duration", 2*time.Minute, "length of the chaos schedule")
 	keepLogsFlag = flag.Bool("keep-logs", false, "keep the nodes' logs even when the run passes")
+	votersFlag   = flag.Int("voters", 3, "number of voters in the cluster")
 )
 
 // TestChaos is make chaos: one seeded, randomized run of faults under the
@@ -18,7 +19,7 @@ func TestChaos(t *testing.T) {
 	if *seedFlag == 0 {
 		t.Skip("runs with make chaos SEED=… DURATION=…")
 	}
-	check(t, Run(t, Config{Seed: *seedFlag, Duration: *durationFlag, KeepLogs: *keepLogsFlag}))
+	check(t, Run(t, Config{Seed: *seedFlag, Duration: *durationFlag, Voters: *votersFlag, KeepLogs: *keepLogsFlag}))
 }
 
 // TestChaosShort is the fixed-seed subset that make test runs: a 20 s
