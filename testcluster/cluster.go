@@ -518,6 +518,17 @@ func (c *Cluster) Leader() *Node {
 	return nil
 }
 
+// Others returns the cluster's nodes other than n, in order.
+func (c *Cluster) Others(n *Node) []*Node {
+	var out []*Node
+	for _, m := range c.Nodes {
+		if m != n {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // WaitForLeader waits until some live node is leader.
 func (c *Cluster) WaitForLeader(t testing.TB, timeout time.Duration) *Node {
 	t.Helper()

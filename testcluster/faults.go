@@ -55,15 +55,7 @@ func (c *Cluster) Isolate(n *Node) { c.partition(false, c.alone(n)) }
 func (c *Cluster) IsolateSilently(n *Node) { c.partition(true, c.alone(n)) }
 
 // alone returns the groups that put n alone and the other nodes together.
-func (c *Cluster) alone(n *Node) [][]*Node {
-	var rest []*Node
-	for _, m := range c.Nodes {
-		if m != n {
-			rest = append(rest, m)
-		}
-	}
-	return [][]*Node{{n}, rest}
-}
+func (c *Cluster) alone(n *Node) [][]*Node { return [][]*Node{{n}, c.Others(n)} }
 
 // Heal ends any partition: new connections go through again (Raft
 // reconnects on its own).

@@ -30,13 +30,7 @@ func TestBlackholeIsolatedLeader(t *testing.T) {
 func partitionIsolatedLeader(t *testing.T, opts testcluster.Options, silent bool) {
 	c := testcluster.Start(t, 3, opts)
 	old := c.WaitForLeader(t, 10*time.Second)
-	var via *testcluster.Node
-	for _, n := range c.Nodes {
-		if n != old {
-			via = n
-			break
-		}
-	}
+	via := c.Others(old)[0]
 	conn := via.Client(t)
 	exec(t, conn, "CREATE TABLE p(i INTEGER)")
 	exec(t, conn, "INSERT INTO p VALUES (1)")

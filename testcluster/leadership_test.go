@@ -14,13 +14,7 @@ import (
 func TestStopLeaderTransfersLeadership(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	old := c.WaitForLeader(t, 20*time.Second)
-	var via *testcluster.Node
-	for _, n := range c.Nodes {
-		if n != old {
-			via = n
-			break
-		}
-	}
+	via := c.Others(old)[0]
 	conn := via.Client(t)
 	exec(t, conn, "CREATE TABLE s(i INTEGER)")
 	exec(t, conn, "INSERT INTO s VALUES (1)")

@@ -20,12 +20,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	url, err := client.ParseServer(*server, nil)
+	addr, err := serverAddr(*server)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
 		return 2
 	}
-	addr := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(url, "http://"), "https://"), "/quack")
 	st, err := nodeStatus(addr, *token)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
@@ -43,4 +42,14 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	w.Flush()
 	return 0
+}
+
+// serverAddr turns a --server value (quack:HOST[:PORT]) into the HOST:PORT
+// that serves a node's HTTP endpoints.
+func serverAddr(server string) (string, error) {
+	u, err := client.ParseServer(server, nil)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack"), nil
 }

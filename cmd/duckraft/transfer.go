@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/routing"
 )
 
@@ -27,12 +25,11 @@ func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	u, err := client.ParseServer(*server, nil)
+	addr, err := serverAddr(*server)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)
 		return 2
 	}
-	addr := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack")
 	res, err := transferLeader(addr, *token, *to)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)

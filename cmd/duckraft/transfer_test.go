@@ -14,12 +14,7 @@ import (
 func TestTransferLeader(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitForLeader(t, 20*time.Second)
-	var followers []*testcluster.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := c.Others(leader)
 	target, via := followers[0], followers[1]
 	cli := func(args ...string) (int, string, string) {
 		t.Helper()

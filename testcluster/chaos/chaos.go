@@ -230,12 +230,7 @@ func (ch *chaos) run(s step) *event {
 	if leader == nil {
 		return &event{fault: s.Fault, skipped: "no leader within 10 s"}
 	}
-	var followers []*testcluster.Node
-	for _, n := range ch.c.Nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := ch.c.Others(leader)
 	picked := followers[s.Pick%len(followers)]
 	target := leader
 	if !s.Fault.onLeader() {
