@@ -61,9 +61,9 @@ type ReconcilerConfig struct {
 	CatchUpFor time.Duration
 	// Interval is the time between passes when nothing happens (1 s).
 	Interval time.Duration
-	// Handoff, if set, lets a leader that has applied less than HandOffLag entries of its
-	// own log hand leadership to a live voter that has applied at least HandOffLag more
-	// (128). Raft elects by log, not by applied state, so a voter that has just restarted
+	// Handoff, if set, lets a leader whose applied index trails its own log by more than
+	// HandOffLag entries (128) hand leadership to a live voter that has applied at least
+	// HandOffLag more. Raft elects by log, not by applied state, so a voter that has just restarted
 	// can win an election and then answer nothing until its DuckDB has caught up.
 	Handoff    Handoff
 	HandOffLag uint64
