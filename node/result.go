@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -67,6 +68,9 @@ type result struct {
 	err     error
 
 	stopOnce sync.Once
+	// drained is set once the rows are read to their end or error: no
+	// query runs any more, only the close that follows.
+	drained atomic.Bool
 }
 
 // startResult begins producing batches from rows in the background.
@@ -112,6 +116,9 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 			b.chunks = append(b.chunks, enc)
 			b.rows += c.Rows
 		}
+		if b.last || b.err != nil {
+			r.drained.Store(true)
+		}
 		select {
 		case r.batches <- b:
 		case <-r.stop:
@@ -149,6 +156,12 @@ func (r *result) close() {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 }
+
+// running reports whether the producer may still be inside a query that an
+// interrupt should stop: not once the rows were read to their end, when only
+// their close (a read transaction's rollback, say) remains, which an
+// interrupt would break.
+func (r *result) running() bool { return !r.finished() && !r.drained.Load() }
 
 // finished reports whether the producer has exited on its own or been stopped.
 func (r *result) finished() bool {

@@ -87,7 +87,7 @@ func (s *Session) replaceResult(r *result) {
 	s.result = r
 	s.mu.Unlock()
 	if old != nil {
-		if !old.finished() {
+		if old.running() {
 			s.conn.Interrupt()
 		}
 		old.close()
