@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -175,21 +176,47 @@ func Binary(t testing.TB) string {
 	return buildBin
 }
 
+// Ports for nodes come from below the kernel's ephemeral range (32768 and
+// up on Linux), so that no outgoing connection of another node takes one
+// between freeAddr and the node's bind, and each is handed out once per
+// test binary: asking the kernel for port 0 and closing the listener had
+// it give the same port to two nodes of one cluster.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portMu    sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 10000 {
+		p := portLow + rand.IntN(portHigh-portLow)
+		if portsUsed[p] {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		// memberlist also binds UDP on the gossip port.
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		portsUsed[p] = true
+		return addr
 	}
-	defer l.Close()
-	// memberlist also binds UDP on the gossip port; make sure it is free.
-	addr := l.Addr().String()
-	u, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return freeAddr(t)
-	}
-	u.Close()
-	return addr
+	t.Fatal("testcluster: no free loopback port")
+	return ""
 }
 
 func (n *Node) args() []string {
