@@ -3,7 +3,6 @@ package routing
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -55,8 +54,7 @@ func (e *Executor) Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		auth := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(auth, []byte("Bearer "+e.cfg.Token)) != 1 {
+		if !bearerOK(r, e.cfg.Token) {
 			http.Error(w, "Authentication failed", http.StatusUnauthorized)
 			return
 		}

@@ -1,10 +1,11 @@
 package routing
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/duckraft/duckraft/replication"
 )
@@ -34,7 +35,7 @@ type Leadership interface {
 // unknown or non-voting target is 400 Bad Request.
 func TransferHandler(token string, store Leadership) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+		if !bearerOK(r, token) {
 			http.Error(w, "Authentication failed", http.StatusUnauthorized)
 			return
 		}
@@ -61,4 +62,29 @@ func TransferHandler(token string, store Leadership) http.Handler {
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(out)
 	})
+}
+
+// RequestTransfer asks the node whose Quack address is quackAddr to hand
+// leadership to the voter to (any voter when empty), and returns its answer
+// and HTTP status code.
+func RequestTransfer(c *http.Client, quackAddr, token, to string) (Transfer, int, error) {
+	target := "http://" + quackAddr + TransferPath
+	if to != "" {
+		target += "?to=" + url.QueryEscape(to)
+	}
+	req, err := http.NewRequest(http.MethodPost, target, nil)
+	if err != nil {
+		return Transfer{}, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return Transfer{}, 0, err
+	}
+	defer resp.Body.Close()
+	var res Transfer
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return Transfer{}, resp.StatusCode, fmt.Errorf("transfer leadership: %s", resp.Status)
+	}
+	return res, resp.StatusCode, nil
 }

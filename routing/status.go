@@ -51,7 +51,7 @@ const HashPath = "/duckraft/v1/hash"
 // cluster token as a bearer token.
 func JSONHandler(token string, get func(ctx context.Context) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+		if !bearerOK(r, token) {
 			http.Error(w, "Authentication failed", http.StatusUnauthorized)
 			return
 		}
@@ -63,4 +63,10 @@ func JSONHandler(token string, get func(ctx context.Context) (any, error)) http.
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(v)
 	})
+}
+
+// bearerOK reports whether r carries the cluster token as a bearer token,
+// compared in constant time.
+func bearerOK(r *http.Request, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) == 1
 }

@@ -21,7 +21,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -413,26 +412,12 @@ func (n *Node) Status() (routing.Status, error) {
 // voter with ID to, or to the most up-to-date voter when to is empty, and
 // returns the leader n reports afterwards.
 func (n *Node) TransferLeadership(to string) (string, error) {
-	target := "http://" + n.QuackAddr + routing.TransferPath
-	if to != "" {
-		target += "?to=" + url.QueryEscape(to)
-	}
-	req, err := http.NewRequest(http.MethodPost, target, nil)
+	res, code, err := routing.RequestTransfer(&http.Client{Timeout: 10 * time.Second}, n.QuackAddr, Token, to)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("transfer leadership from %s: %w", n.ID, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+Token)
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var res routing.Transfer
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return "", fmt.Errorf("transfer leadership from %s: %s", n.ID, resp.Status)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %s: %s", n.ID, resp.Status, res.Error)
+	if code != http.StatusOK {
+		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %d %s: %s", n.ID, code, http.StatusText(code), res.Error)
 	}
 	return res.LeaderID, nil
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -61,7 +59,7 @@ func transferLeader(addr, token, to string) (routing.Transfer, error) {
 		if quack == "" {
 			return routing.Transfer{}, fmt.Errorf("no Quack address known for leader %s", leader)
 		}
-		res, code, err := postTransfer(quack, token, to)
+		res, code, err := routing.RequestTransfer(&http.Client{Timeout: 30 * time.Second}, quack, token, to)
 		if err != nil {
 			return routing.Transfer{}, err
 		}
@@ -74,26 +72,4 @@ func transferLeader(addr, token, to string) (routing.Transfer, error) {
 			return routing.Transfer{}, fmt.Errorf("%s: %s", res.From, res.Error)
 		}
 	}
-}
-
-func postTransfer(quackAddr, token, to string) (routing.Transfer, int, error) {
-	target := "http://" + quackAddr + routing.TransferPath
-	if to != "" {
-		target += "?to=" + url.QueryEscape(to)
-	}
-	req, err := http.NewRequest(http.MethodPost, target, nil)
-	if err != nil {
-		return routing.Transfer{}, 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return routing.Transfer{}, 0, err
-	}
-	defer resp.Body.Close()
-	var res routing.Transfer
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return routing.Transfer{}, 0, fmt.Errorf("transfer: %s", resp.Status)
-	}
-	return res, resp.StatusCode, nil
 }
