@@ -78,24 +78,23 @@ func (nw *network) add(t testing.TB, n *Node) {
 func (nw *network) allowed(src, dst string) bool {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
+	return nw.permits(src, dst)
+}
+
+// permits is allowed with nw.mu held.
+func (nw *network) permits(src, dst string) bool {
 	if len(nw.group) == 0 {
 		return true
 	}
-	if src == "" {
-		return false
-	}
-	return nw.group[src] == nw.group[dst]
+	return src != "" && nw.group[src] == nw.group[dst]
 }
 
 // severed reports whether a partition that closes links separates src
 // and dst.
 func (nw *network) severed(src, dst string) bool {
-	if nw.allowed(src, dst) {
-		return false
-	}
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
-	return !nw.silent
+	return !nw.permits(src, dst) && !nw.silent
 }
 
 // partition puts each listed group of node IDs in a group of its own;
@@ -150,7 +149,7 @@ func (nw *network) await(src, dst string, done <-chan struct{}) bool {
 	stalled := false
 	for {
 		nw.mu.Lock()
-		ok := len(nw.group) == 0 || src != "" && nw.group[src] == nw.group[dst]
+		ok := nw.permits(src, dst)
 		silent, changed := nw.silent, nw.changed
 		nw.mu.Unlock()
 		switch {
