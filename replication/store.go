@@ -555,11 +555,8 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 	// the previous term: it does once an entry of its own term commits.
 	// A barrier per term waits for that (Raft §8).
 	if term := s.raft.CurrentTerm(); s.readyTerm.Load() != term {
-		if err := s.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
-			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-				return 0, s.notLeader()
-			}
-			return 0, fmt.Errorf("read index barrier: %w", err)
+		if err := s.barrier(ctx); err != nil {
+			return 0, err
 		}
 		s.readyTerm.Store(term)
 	}
@@ -584,6 +581,35 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 			return 0, fmt.Errorf("read index %d: %w", commit, ctx.Err())
 		case <-s.closing:
 			return 0, ErrClosed
+		}
+	}
+}
+
+// barrier waits until an entry of this leader's term commits. A leader
+// that is handing over rejects it until the transfer ends; the read waits
+// for that outcome rather than failing: leadership moved (a
+// *NotLeaderError, which routers retry on the new leader) or the transfer
+// failed and this node still leads.
+func (s *Store) barrier(ctx context.Context) error {
+	for {
+		err := s.raft.Barrier(s.cfg.ApplyTimeout).Error()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+			return s.notLeader()
+		case !errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return fmt.Errorf("read index barrier: %w", err)
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("read index barrier: %w: %w", err, ctx.Err())
+		case <-s.closing:
+			return ErrClosed
+		}
+		if !s.IsLeader() {
+			return s.notLeader()
 		}
 	}
 }

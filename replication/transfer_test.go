@@ -1,8 +1,12 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestTransferLeadership(t *testing.T) {
@@ -55,5 +59,40 @@ func TestTransferLeadershipAlone(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	if err := waitLeader(t, nodes).store.TransferLeadership(""); !errors.Is(err, ErrNoSuchVoter) {
 		t.Fatalf("transfer in a cluster of one: %v, want ErrNoSuchVoter", err)
+	}
+}
+
+// A strong read that arrives while the leader is handing over waits for the
+// outcome instead of failing: here the target is down and behind, so raft
+// waits to catch it up until the transfer times out, and the read is served
+// by the leader that stayed.
+func TestReadIndexWaitsOutTransfer(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	leader := waitLeader(t, nodes)
+	var target *testNode
+	for _, n := range nodes {
+		if n != leader {
+			target = n
+			break
+		}
+	}
+	target.stop(t, false)
+	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
+
+	transferred := make(chan error, 1)
+	go func() { transferred <- leader.store.TransferLeadership(target.id) }()
+	waitFor(t, 5*time.Second, "the transfer to start", func() bool {
+		return errors.Is(leader.store.raft.Barrier(time.Second).Error(), raft.ErrLeadershipTransferInProgress)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := leader.store.ReadIndex(ctx); err != nil {
+		t.Fatalf("strong read during a transfer: %v", err)
+	}
+	if err := <-transferred; err == nil {
+		t.Fatalf("transfer to stopped %s succeeded", target.id)
+	}
+	if !leader.store.IsLeader() {
+		t.Fatalf("%s lost leadership", leader.id)
 	}
 }
