@@ -132,6 +132,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 5*time.Second, "measuring time per client count")
 	threads := fs.String("threads", "1,2,4,8,16,32,64", "client thread counts")
 	via := fs.String("via", "leader", "send writes to the leader or to a follower")
+	local := fs.Bool("local", true, "also run each client count against a local DuckDB file in this process, side by side")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -182,16 +183,36 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "## bench writes: single-row INSERT transactions, %d-node cluster, fsync on, via the %s\n\n", *nodesN, *via)
 	fmt.Fprintf(stdout, "%s\n\n", machine())
-	fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|")
+	var base *localDuckDB
+	if *local {
+		if base, err = openLocalDuckDB(filepath.Join(dir, "local.duckdb")); err != nil {
+			return err
+		}
+		defer base.Close()
+		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | local DuckDB tx/s | duckraft / local |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	} else {
+		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|")
+	}
 	for _, n := range counts {
 		r, err := writeRound(ctx, target.quack, token, n, *dur)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "| %d | %.0f | %s | %s | %d |\n", n, r.rate, r.p50.Round(10*time.Microsecond),
+		row := fmt.Sprintf("| %d | %.0f | %s | %s | %d |", n, r.rate, r.p50.Round(10*time.Microsecond),
 			r.p99.Round(10*time.Microsecond), r.errors)
-		fmt.Fprintf(stderr, "%d threads: %.0f tx/s\n", n, r.rate)
+		fmt.Fprintf(stderr, "%d threads: %.0f tx/s", n, r.rate)
+		if base != nil {
+			l, err := base.writeRound(ctx, n, *dur)
+			if err != nil {
+				return err
+			}
+			row += fmt.Sprintf(" %.0f | %.2f |", l.rate, r.rate/l.rate)
+			fmt.Fprintf(stderr, ", local DuckDB %.0f tx/s", l.rate)
+		}
+		fmt.Fprintln(stdout, row)
+		fmt.Fprintln(stderr)
 	}
 	return nil
 }
@@ -214,22 +235,35 @@ func writeRound(ctx context.Context, addr, token string, threads int, d time.Dur
 		defer c.Close()
 		conns[i] = c
 	}
+	return runClients(threads, d, func(i, seq int) error {
+		_, err := conns[i].Exec(ctx, insertRow(i, seq))
+		return err
+	}), nil
+}
+
+// insertRow is the statement client i sends as its seq-th transaction.
+func insertRow(i, seq int) string {
+	return fmt.Sprintf("INSERT INTO bench VALUES (%d, %d, 'payload-%d-%d')", i, seq, i, seq)
+}
+
+// runClients calls write(i, seq) in a closed loop from threads goroutines
+// for d and summarizes the latencies of the calls that succeeded.
+func runClients(threads int, d time.Duration, write func(i, seq int) error) roundResult {
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := 0
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
-	for i, c := range conns {
+	for i := 0; i < threads; i++ {
 		wg.Add(1)
-		go func(i int, c *client.Conn) {
+		go func(i int) {
 			defer wg.Done()
 			var mine []time.Duration
 			bad := 0
 			for seq := 0; time.Now().Before(stop); seq++ {
 				t0 := time.Now()
-				_, err := c.Exec(ctx, fmt.Sprintf("INSERT INTO bench VALUES (%d, %d, 'payload-%d-%d')", i, seq, i, seq))
-				if err != nil {
+				if err := write(i, seq); err != nil {
 					bad++
 					continue
 				}
@@ -239,12 +273,12 @@ func writeRound(ctx context.Context, addr, token string, threads int, d time.Dur
 			lat = append(lat, mine...)
 			errs += bad
 			mu.Unlock()
-		}(i, c)
+		}(i)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if len(lat) == 0 {
-		return roundResult{errors: errs}, nil
+		return roundResult{errors: errs}
 	}
 	slices.Sort(lat)
 	return roundResult{
@@ -252,5 +286,5 @@ func writeRound(ctx context.Context, addr, token string, threads int, d time.Dur
 		p50:    lat[len(lat)/2],
 		p99:    lat[len(lat)*99/100],
 		errors: errs,
-	}, nil
+	}
 }
