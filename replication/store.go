@@ -107,6 +107,11 @@ type Config struct {
 	KeyWindow uint64
 	// MaxBatch (default 256) bounds the commands packed into one log entry.
 	MaxBatch int
+	// GatherMax (default 5ms; negative: never) is the longest the leader
+	// holds concurrent writes to pack more into one log entry, and
+	// GatherIdle (default 1ms) ends the wait early once no write has
+	// arrived for that long. A lone writer is never held.
+	GatherMax, GatherIdle time.Duration
 	// WrapLogStore, if set, wraps the log store raft reads and writes
 	// entries through; tests use it to inject faults such as slow fsyncs.
 	WrapLogStore func(raft.LogStore) raft.LogStore
@@ -122,6 +127,8 @@ func (c *Config) setDefaults() {
 	setDefault(&c.ApplyTimeout, 10*time.Second)
 	setDefault(&c.KeyWindow, 1<<16)
 	setDefault(&c.MaxBatch, 256)
+	setDefault(&c.GatherMax, 5*time.Millisecond)
+	setDefault(&c.GatherIdle, time.Millisecond)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -335,6 +342,7 @@ func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*ExecResult, erro
 func (s *Store) propose() {
 	defer s.wg.Done()
 	inflight := make(chan struct{}, maxInflight)
+	last := 0
 	for {
 		var batch []*proposal
 		select {
@@ -344,12 +352,18 @@ func (s *Store) propose() {
 			s.failQueued()
 			return
 		}
+		busy := false
 		select {
 		case inflight <- struct{}{}:
-		case <-s.closing:
-			respond(batch, cmdResult{err: ErrClosed})
-			s.failQueued()
-			return
+		default:
+			busy = true
+			select {
+			case inflight <- struct{}{}:
+			case <-s.closing:
+				respond(batch, cmdResult{err: ErrClosed})
+				s.failQueued()
+				return
+			}
 		}
 	more:
 		for len(batch) < s.cfg.MaxBatch {
@@ -360,6 +374,14 @@ func (s *Store) propose() {
 				break more
 			}
 		}
+		// Concurrent writers: a write waited for the previous entry, or
+		// that entry carried several. Their clients answer and send again
+		// within a moment; waiting for them fills one entry instead of
+		// splitting them into alternating half-full ones.
+		if (busy || last > 1) && s.cfg.GatherMax > 0 {
+			batch = s.gather(batch)
+		}
+		last = len(batch)
 		b := wal.Batch{Commands: make([]wal.Command, len(batch))}
 		for i, p := range batch {
 			b.Commands[i] = p.cmd
@@ -378,6 +400,29 @@ func (s *Store) propose() {
 			s.finish(f, batch)
 		}()
 	}
+}
+
+// gather adds proposals to batch as they arrive, until none has come for
+// GatherIdle, GatherMax has passed, or the batch is full.
+func (s *Store) gather(batch []*proposal) []*proposal {
+	deadline := time.NewTimer(s.cfg.GatherMax)
+	defer deadline.Stop()
+	idle := time.NewTimer(s.cfg.GatherIdle)
+	defer idle.Stop()
+	for len(batch) < s.cfg.MaxBatch {
+		select {
+		case p := <-s.proposals:
+			batch = append(batch, p)
+			idle.Reset(s.cfg.GatherIdle)
+		case <-idle.C:
+			return batch
+		case <-deadline.C:
+			return batch
+		case <-s.closing:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (s *Store) failQueued() {

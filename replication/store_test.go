@@ -3,7 +3,9 @@ package replication
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -151,4 +153,53 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Concurrent closed-loop writers share log entries: the leader holds a
+// write briefly while the others' next writes arrive (group commit).
+func TestConcurrentWritesShareEntries(t *testing.T) {
+	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = 200*time.Millisecond, 50*time.Millisecond })
+	s := nodes[0].store
+	mustExec(t, s, stmt("CREATE TABLE t(w INTEGER, i INTEGER)"))
+	const writers, each = 8, 10
+	start := s.CommitIndex()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?, ?)", w, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	entries := s.CommitIndex() - start
+	if got := queryInt(t, nodes[0].db, "SELECT count(*) FROM t"); got != writers*each {
+		t.Fatalf("%d rows, want %d", got, writers*each)
+	}
+	// Without the wait the writers split into two alternating groups of
+	// about writers/2.
+	if perEntry := float64(writers*each) / float64(entries); perEntry < writers*3/4 {
+		t.Fatalf("%d writes took %d entries (%.1f per entry), want at least %d per entry", writers*each, entries, perEntry, writers*3/4)
+	}
+	t.Logf("%d writes in %d entries", writers*each, entries)
+}
+
+// A lone writer is never held for company.
+func TestLoneWriterIsNotHeld(t *testing.T) {
+	const wait = 2 * time.Second
+	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = wait, wait })
+	s := nodes[0].store
+	mustExec(t, s, stmt("CREATE TABLE t(i INTEGER)"))
+	for i := range 3 {
+		t0 := time.Now()
+		mustExec(t, s, stmt("INSERT INTO t VALUES (?)", i))
+		if d := time.Since(t0); d >= wait {
+			t.Fatalf("write %d took %s: held for the group-commit wait", i, d)
+		}
+	}
 }

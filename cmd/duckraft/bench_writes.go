@@ -189,19 +189,28 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer base.Close()
-		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | local DuckDB tx/s | duckraft / local |")
-		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry | local DuckDB tx/s | duckraft / local |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
 	} else {
-		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors |")
-		fmt.Fprintln(stdout, "|---|---|---|---|---|")
+		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry |")
+		fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
 	}
 	for _, n := range counts {
+		before, err := nodeStatus(target.quack, token)
+		if err != nil {
+			return err
+		}
 		r, err := writeRound(ctx, target.quack, token, n, *dur)
 		if err != nil {
 			return err
 		}
-		row := fmt.Sprintf("| %d | %.0f | %s | %s | %d |", n, r.rate, r.p50.Round(10*time.Microsecond),
-			r.p99.Round(10*time.Microsecond), r.errors)
+		after, err := nodeStatus(target.quack, token)
+		if err != nil {
+			return err
+		}
+		perEntry := float64(r.writes) / float64(max(after.Commit-before.Commit, 1))
+		row := fmt.Sprintf("| %d | %.0f | %s | %s | %d | %.1f |", n, r.rate, r.p50.Round(10*time.Microsecond),
+			r.p99.Round(10*time.Microsecond), r.errors, perEntry)
 		fmt.Fprintf(stderr, "%d threads: %.0f tx/s", n, r.rate)
 		if base != nil {
 			l, err := base.writeRound(ctx, n, *dur)
@@ -218,6 +227,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 }
 
 type roundResult struct {
+	writes   int
 	rate     float64
 	p50, p99 time.Duration
 	errors   int
@@ -282,6 +292,7 @@ func runClients(threads int, d time.Duration, write func(i, seq int) error) roun
 	}
 	slices.Sort(lat)
 	return roundResult{
+		writes: len(lat),
 		rate:   float64(len(lat)) / elapsed.Seconds(),
 		p50:    lat[len(lat)/2],
 		p99:    lat[len(lat)*99/100],

@@ -59,6 +59,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries between snapshots (0: 8192)")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept after a snapshot (0: 4096)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
+	fs.DurationVar(&c.GroupCommitWait, "group-commit-wait", 5*time.Millisecond, "longest the leader holds concurrent writes to share one log entry (0: never)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
 	fs.StringVar(&c.Token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN); generated and kept in the data directory when empty")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
@@ -78,6 +79,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.GroupCommitWait <= 0 {
+		c.GroupCommitWait = -1
 	}
 	level, err := routing.ParseLevel(c.consistency)
 	if err != nil {

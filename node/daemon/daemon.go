@@ -70,6 +70,10 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// GroupCommitWait is how long the leader may hold concurrent writes to
+	// pack them into one log entry (replication.Config.GatherMax); zero
+	// means the default, negative never.
+	GroupCommitWait time.Duration
 	// Consistency is the default read consistency of new sessions;
 	// MaxStaleness the log entries a bounded read may lag behind.
 	Consistency  routing.Level
@@ -190,6 +194,7 @@ func (d *Daemon) startNode() error {
 		SnapshotThreshold: c.SnapshotThreshold,
 		TrailingLogs:      c.TrailingLogs,
 		SnapshotInterval:  c.SnapshotInterval,
+		GatherMax:         c.GroupCommitWait,
 		WrapLogStore:      c.WrapLogStore,
 		Logger:            d.log,
 	})
