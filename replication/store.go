@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/wal"
@@ -148,6 +149,11 @@ func setDefault[T comparable](v *T, def T) {
 // with `duckraft bench writes`: 162 → 287 tx/s at 8 clients against 4).
 const maxInflight = 1
 
+// logCacheSize is how many recent log entries raft keeps in memory, so
+// that replicating a new entry to followers does not read it back from
+// raft-boltdb.
+const logCacheSize = 512
+
 // Store is one node's replicated state: the raft node, its stores and
 // transport, and the FSM.
 type Store struct {
@@ -199,7 +205,8 @@ func Open(cfg Config) (*Store, error) {
 		return fail(err)
 	}
 	cleanup = append(cleanup, s.fsm.close)
-	if s.logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")}); err != nil {
+	if s.logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}}); err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, s.logs.Close)
@@ -241,6 +248,9 @@ func Open(cfg Config) (*Store, error) {
 	var logs raft.LogStore = s.logs
 	if cfg.WrapLogStore != nil {
 		logs = cfg.WrapLogStore(logs)
+	}
+	if logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
+		return fail(err)
 	}
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.trans); err != nil {
 		return fail(err)
