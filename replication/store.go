@@ -389,7 +389,13 @@ func (s *Store) propose() {
 		// within a moment; waiting for them fills one entry instead of
 		// splitting them into alternating half-full ones.
 		if (busy || last > 1) && s.cfg.GatherMax > 0 {
-			batch = s.gather(batch)
+			// The writers to wait for: the last entry's, about to
+			// come back, and any that queued behind it.
+			want := last
+			if busy {
+				want += len(batch)
+			}
+			batch = s.gather(batch, want)
 		}
 		last = len(batch)
 		b := wal.Batch{Commands: make([]wal.Command, len(batch))}
@@ -412,9 +418,12 @@ func (s *Store) propose() {
 	}
 }
 
-// gather adds proposals to batch as they arrive, until none has come for
-// GatherIdle, GatherMax has passed, or the batch is full.
-func (s *Store) gather(batch []*proposal) []*proposal {
+// gather adds proposals to batch as they arrive, until it holds want,
+// none has come for GatherIdle, GatherMax has passed, or the batch is full.
+func (s *Store) gather(batch []*proposal, want int) []*proposal {
+	if len(batch) >= want {
+		return batch
+	}
 	deadline := time.NewTimer(s.cfg.GatherMax)
 	defer deadline.Stop()
 	idle := time.NewTimer(s.cfg.GatherIdle)
@@ -423,6 +432,9 @@ func (s *Store) gather(batch []*proposal) []*proposal {
 		select {
 		case p := <-s.proposals:
 			batch = append(batch, p)
+			if len(batch) >= want {
+				return batch
+			}
 			idle.Reset(s.cfg.GatherIdle)
 		case <-idle.C:
 			return batch

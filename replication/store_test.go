@@ -203,3 +203,35 @@ func TestLoneWriterIsNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// A gather ends as soon as the writers it waits for are back: the last
+// entry's and those that queued behind it. Here the idle gap alone would
+// hold every entry for a second. (Once a writer stops, the next gather
+// does wait it out, so only the time until the first one is done counts.)
+func TestGatherEndsWhenWritersAreBack(t *testing.T) {
+	const wait = time.Second
+	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = wait, wait })
+	s := nodes[0].store
+	mustExec(t, s, stmt("CREATE TABLE t(w INTEGER, i INTEGER)"))
+	const writers, each = 4, 5
+	start := time.Now()
+	done := make(chan time.Duration, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				if _, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?, ?)", w, i)); err != nil {
+					t.Error(err)
+					break
+				}
+			}
+			done <- time.Since(start)
+		}()
+	}
+	first := <-done
+	for range writers - 1 {
+		<-done
+	}
+	if first >= wait {
+		t.Fatalf("the first writer took %s for %d writes: a gather waited out its idle gap", first, each)
+	}
+}
