@@ -37,27 +37,36 @@ func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// leaderWait bounds how long transfer-leader waits for the cluster to have
+// a leader: an election takes about a second.
+const leaderWait = 10 * time.Second
+
 // transferLeader asks the leader, found through the member at addr, to
-// hand leadership over. If leadership moves between the status lookup and
-// the request, it asks the leader the refusal names, once.
+// hand leadership over. While the member knows no leader (an election is
+// under way, say, right after another transfer) it waits for one; if
+// leadership moves between the lookup and the request, it looks again.
 func transferLeader(addr, token, to string) (routing.Transfer, error) {
-	st, err := nodeStatus(addr, token)
-	if err != nil {
-		return routing.Transfer{}, err
-	}
-	leader := st.LeaderID
-	for attempt := 0; ; attempt++ {
-		if leader == "" {
-			return routing.Transfer{}, fmt.Errorf("%s knows no leader", st.ID)
+	deadline := time.Now().Add(leaderWait)
+	for refused := 0; ; {
+		st, err := nodeStatus(addr, token)
+		if err != nil {
+			return routing.Transfer{}, err
+		}
+		if st.LeaderID == "" {
+			if time.Now().After(deadline) {
+				return routing.Transfer{}, fmt.Errorf("%s knows no leader after %s", st.ID, leaderWait)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		quack := ""
 		for _, m := range st.Members {
-			if m.ID == leader {
+			if m.ID == st.LeaderID {
 				quack = m.QuackAddr
 			}
 		}
 		if quack == "" {
-			return routing.Transfer{}, fmt.Errorf("no Quack address known for leader %s", leader)
+			return routing.Transfer{}, fmt.Errorf("no Quack address known for leader %s", st.LeaderID)
 		}
 		res, code, err := routing.RequestTransfer(&http.Client{Timeout: 30 * time.Second}, quack, token, to)
 		if err != nil {
@@ -66,8 +75,9 @@ func transferLeader(addr, token, to string) (routing.Transfer, error) {
 		switch {
 		case code == http.StatusOK:
 			return res, nil
-		case code == http.StatusConflict && attempt == 0 && res.LeaderID != leader:
-			leader = res.LeaderID
+		case code == http.StatusConflict && refused < 3:
+			refused++
+			time.Sleep(100 * time.Millisecond)
 		default:
 			return routing.Transfer{}, fmt.Errorf("%s: %s", res.From, res.Error)
 		}
