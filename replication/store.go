@@ -169,10 +169,13 @@ type Store struct {
 	readyTerm atomic.Uint64
 
 	proposals chan *proposal
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	wg        sync.WaitGroup
+	// queuedAtAnswer is how many proposals were queued when the last
+	// entry was answered, for the next gather.
+	queuedAtAnswer atomic.Int64
+	closing        chan struct{}
+	closeOnce      sync.Once
+	closeErr       error
+	wg             sync.WaitGroup
 }
 
 // Open starts the Store: it opens (or creates) the Raft state in cfg.Dir,
@@ -390,10 +393,12 @@ func (s *Store) propose() {
 		// splitting them into alternating half-full ones.
 		if (busy || last > 1) && s.cfg.GatherMax > 0 {
 			// The writers to wait for: the last entry's, about to
-			// come back, and any that queued behind it.
+			// come back, and those that were queued behind it when it
+			// was answered (the one in hand among them). Writers that
+			// came back since are already counted in last.
 			want := last
 			if busy {
-				want += len(batch)
+				want += 1 + int(s.queuedAtAnswer.Load())
 			}
 			batch = s.gather(batch, want)
 		}
@@ -466,7 +471,9 @@ func respond(batch []*proposal, r cmdResult) {
 
 // finish waits for an entry to be applied and fans its results out.
 func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
-	if err := f.Error(); err != nil {
+	err := f.Error()
+	s.queuedAtAnswer.Store(int64(len(s.proposals)))
+	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			err = s.notLeader()
