@@ -183,18 +183,17 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "## bench writes: single-row INSERT transactions, %d-node cluster, fsync on, via the %s\n\n", *nodesN, *via)
 	fmt.Fprintf(stdout, "%s\n\n", machine())
+	header, rule := "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry |", "|---|---|---|---|---|---|"
 	var base *localDuckDB
 	if *local {
 		if base, err = openLocalDuckDB(filepath.Join(dir, "local.duckdb")); err != nil {
 			return err
 		}
 		defer base.Close()
-		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry | local DuckDB tx/s | duckraft / local |")
-		fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
-	} else {
-		fmt.Fprintln(stdout, "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry |")
-		fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
+		header, rule = header+" local DuckDB tx/s | duckraft / local |", rule+"---|---|"
 	}
+	fmt.Fprintln(stdout, header)
+	fmt.Fprintln(stdout, rule)
 	for _, n := range counts {
 		before, err := nodeStatus(target.quack, token)
 		if err != nil {
