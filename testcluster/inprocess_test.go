@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/node/daemon"
+	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/testcluster"
 )
 

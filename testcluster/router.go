@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node/client"
-	"github.com/duckraft/duckraft/node/daemon"
 	"github.com/duckraft/duckraft/node/wire"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/node/daemon"
+	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 )
 
 // runner is one run of a node or router, from a start to its end: a

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node"
-	"github.com/duckraft/duckraft/node/daemon"
 	"github.com/duckraft/duckraft/routing"
 )
 
