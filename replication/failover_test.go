@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/wal"
 )
 
 func TestLeaderLoss(t *testing.T) {
@@ -63,7 +65,7 @@ func TestRestartCatchesUp(t *testing.T) {
 	}
 	waitApplied(t, nodes, leader.store.AppliedIndex())
 	follower.stop(t, true)
-	var last *ExecResult
+	var last *wal.Result
 	for i := 20; i < 40; i++ {
 		last = mustExec(t, leader.store, stmt("INSERT INTO t VALUES (?)", i))
 	}

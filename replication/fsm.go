@@ -206,7 +206,7 @@ type entryResult struct {
 }
 
 type cmdResult struct {
-	res *ExecResult
+	res *wal.Result
 	err error
 }
 
@@ -409,7 +409,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 				continue
 			}
 		}
-		res := &ExecResult{Index: p.index}
+		res := &wal.Result{Index: p.index}
 		err, ok := failed[k]
 		if !ok {
 			if err = f.applyEntry(ctx, p.cmd.Entry, res); err != nil {
@@ -452,7 +452,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 const pruneEvery = 1024
 
 // applyEntry applies one entry, adding its effects to res.
-func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *ExecResult) error {
+func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *wal.Result) error {
 	switch e := e.(type) {
 	case wal.Statement:
 		return f.applyStatement(ctx, e, res)
@@ -476,7 +476,7 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *ExecResult) erro
 	return nil
 }
 
-func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *ExecResult) error {
+func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *wal.Result) error {
 	if err := checkStatement(s.SQL); err != nil {
 		return err
 	}
@@ -540,7 +540,7 @@ func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *ExecResu
 // the rows changed, so the statement runs like a plain Exec and the row is
 // built here, without streaming and re-encoding a result. done is false for
 // other statements, which the caller runs as a query.
-func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *ExecResult) (done bool, err error) {
+func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *wal.Result) (done bool, err error) {
 	switch firstKeyword(s.SQL) {
 	case "INSERT", "UPDATE", "DELETE":
 	default:
@@ -578,7 +578,7 @@ func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *ExecResult
 
 // setCount makes res DuckDB's answer to a DML statement without RETURNING:
 // one BIGINT "Count" row holding the rows changed.
-func setCount(res *ExecResult, n int64) error {
+func setCount(res *wal.Result, n int64) error {
 	count, err := wire.NewVector(countType, []any{n})
 	if err != nil {
 		return fmt.Errorf("encode count: %w", err)
@@ -620,7 +620,7 @@ func (f *fsm) applyRun(ctx context.Context, run insertRun, work []pending, added
 	}
 	for i, rows := range run.rows {
 		p := work[run.first+i]
-		res := &ExecResult{Index: p.index}
+		res := &wal.Result{Index: p.index}
 		if p.cmd.Entry.(wal.Statement).Returning {
 			if err := setCount(res, rows); err != nil {
 				return err

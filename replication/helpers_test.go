@@ -163,7 +163,7 @@ func stmt(sql string, params ...any) wal.Command {
 	return wal.Command{Entry: wal.Statement{SQL: sql, Params: ps}}
 }
 
-func mustExec(t testing.TB, s *Store, cmd wal.Command) *ExecResult {
+func mustExec(t testing.TB, s *Store, cmd wal.Command) *wal.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/wal"
 )
 
 // keyRecord is the first result of a command with an idempotency key: what
@@ -28,9 +29,9 @@ func (r *keyRecord) replay() (cmdResult, error) {
 	if r.failed {
 		return cmdResult{err: fmt.Errorf("entry %d: %w", r.idx, &engine.Error{Type: r.errType, Message: r.errMsg})}, nil
 	}
-	res := &ExecResult{Index: r.idx, RowsChanged: r.changed, Replayed: true}
+	res := &wal.Result{Index: r.idx, RowsChanged: r.changed, Replayed: true}
 	if r.result != nil {
-		if err := decodeReturning(r.result, res); err != nil {
+		if err := wal.DecodeReturning(r.result, res); err != nil {
 			return cmdResult{}, err
 		}
 	}
@@ -38,7 +39,7 @@ func (r *keyRecord) replay() (cmdResult, error) {
 }
 
 // newKeyRecord records the outcome of applying the command with key at idx.
-func newKeyRecord(key []byte, idx uint64, ts int64, res *ExecResult, applyErr error) (keyRecord, error) {
+func newKeyRecord(key []byte, idx uint64, ts int64, res *wal.Result, applyErr error) (keyRecord, error) {
 	r := keyRecord{key: string(key), idx: idx, ts: ts, changed: res.RowsChanged}
 	if applyErr != nil {
 		// The whole message is kept, so a replay reads exactly like the
@@ -51,7 +52,7 @@ func newKeyRecord(key []byte, idx uint64, ts int64, res *ExecResult, applyErr er
 		return r, nil
 	}
 	if len(res.Columns) > 0 {
-		b, err := encodeReturning(res)
+		b, err := res.AppendReturning(nil)
 		if err != nil {
 			return keyRecord{}, err
 		}

@@ -161,7 +161,7 @@ func TestCountResult(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &ExecResult{Columns: q.Names(), Types: q.Types()}
+		want := &wal.Result{Columns: q.Names(), Types: q.Types()}
 		for {
 			c, err := q.Next()
 			if err != nil {

@@ -391,3 +391,44 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func appendLenBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// byteReader reads uvarints and length-prefixed byte strings; the first
+// error sticks.
+type byteReader struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated")
+
+func (r *byteReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *byteReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errShort
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}

@@ -317,7 +317,7 @@ type proposal struct {
 // violation, say) returns its error, the same on every node. On a follower
 // it returns a *NotLeaderError. If ctx ends first the command may still be
 // applied.
-func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*ExecResult, error) {
+func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	select {
 	case <-s.closing:
 		return nil, ErrClosed

@@ -24,7 +24,7 @@ import (
 
 // Store is what routing needs of the replication store.
 type Store interface {
-	Execute(ctx context.Context, cmd wal.Command) (*replication.ExecResult, error)
+	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
 	IsLeader() bool
 	LeaderID() string
 	AppliedIndex() uint64
@@ -293,10 +293,10 @@ func newKey() []byte {
 
 // write applies req through the leader, retrying with the same idempotency
 // key across leader changes so that it applies once.
-func (e *Executor) write(ctx context.Context, st *sessionState, req writeRequest) (*replication.ExecResult, error) {
+func (e *Executor) write(ctx context.Context, st *sessionState, req writeRequest) (*wal.Result, error) {
 	deadline := time.Now().Add(e.cfg.LeaderWait)
 	for {
-		var res *replication.ExecResult
+		var res *wal.Result
 		var err error
 		if e.cfg.Store.IsLeader() {
 			res, err = e.applyOnLeader(ctx, req)
@@ -326,7 +326,7 @@ func (e *Executor) write(ctx context.Context, st *sessionState, req writeRequest
 // as this node learns of another leader: a frozen or cut-off leader never
 // answers, and the retry is safe because it carries the same idempotency
 // key.
-func (e *Executor) forwardWrite(ctx context.Context, addr string, req writeRequest) (*replication.ExecResult, error) {
+func (e *Executor) forwardWrite(ctx context.Context, addr string, req writeRequest) (*wal.Result, error) {
 	leader := e.cfg.Store.LeaderID()
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -369,7 +369,7 @@ func (e *Executor) leaderQuackAddr() (string, bool) {
 
 // applyOnLeader turns req into one command, making each statement
 // deterministic with the leader's clock, and proposes it.
-func (e *Executor) applyOnLeader(ctx context.Context, req writeRequest) (*replication.ExecResult, error) {
+func (e *Executor) applyOnLeader(ctx context.Context, req writeRequest) (*wal.Result, error) {
 	now := e.cfg.Now()
 	var entries []wal.Entry
 	stmts, apps := req.Statements, req.Appends

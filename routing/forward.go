@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/wal"
 )
 
 // WritePath is the internal endpoint through which followers hand writes to
@@ -41,7 +42,7 @@ type appendRequest struct {
 }
 
 type writeResponse struct {
-	Result    *replication.ExecResult
+	Result    *wal.Result
 	Error     string
 	NotLeader bool
 	Unknown   bool
@@ -93,7 +94,7 @@ func newForwarder(token string) *forwarder {
 	}}}
 }
 
-func (f *forwarder) write(ctx context.Context, addr string, req writeRequest) (*replication.ExecResult, error) {
+func (f *forwarder) write(ctx context.Context, addr string, req writeRequest) (*wal.Result, error) {
 	var body bytes.Buffer
 	if err := gob.NewEncoder(&body).Encode(&req); err != nil {
 		return nil, fmt.Errorf("encode write: %w", err)

@@ -57,7 +57,7 @@ type fakeStore struct {
 	leader  string
 }
 
-func (f fakeStore) Execute(context.Context, wal.Command) (*replication.ExecResult, error) {
+func (f fakeStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
 func (f fakeStore) IsLeader() bool                               { return false }

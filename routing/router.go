@@ -25,7 +25,7 @@ func NewRouter(cfg Config) (*Executor, error) {
 // applied, the leader as gossip reports it.
 type routerStore struct{ dir Directory }
 
-func (routerStore) Execute(context.Context, wal.Command) (*replication.ExecResult, error) {
+func (routerStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/wal"
 )
 
 // staticRows is a result held in memory: what a write returns.
@@ -52,7 +52,7 @@ func countRows(n *int64) node.Rows {
 }
 
 // resultRows turns what the leader applied into the statement's result.
-func resultRows(res *replication.ExecResult) (node.Rows, error) {
+func resultRows(res *wal.Result) (node.Rows, error) {
 	if len(res.Columns) == 0 {
 		n := res.RowsChanged
 		return countRows(&n), nil
