@@ -107,7 +107,7 @@ func (s *Server) sendData(ctx context.Context, sess *Session, req *wire.SendData
 	}
 	rows, err := s.applyStream(ctx, sess, st, indexes)
 	if err != nil {
-		return errorResponse(errorMessage(err))
+		return failure(err)
 	}
 	count, _ := wire.NewVector(wire.LogicalType{ID: wire.TypeBigInt}, []any{rows})
 	res := startResult(&chunkRows{names: []string{"Count"}, types: []wire.LogicalType{{ID: wire.TypeBigInt}},

@@ -39,6 +39,34 @@ type Executor interface {
 	Append(ctx context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error
 }
 
+// A SessionEnder is an Executor that keeps state per session beyond the
+// session's own connection (a cluster's sessions on other nodes, say): the
+// server calls EndSession once for every session that ends, whether the
+// client disconnected, its lease ran out or the server closed.
+type SessionEnder interface {
+	EndSession(s *Session)
+}
+
+// A CodedError carries a machine-readable code besides its message. The
+// server sends the code in the wire.ErrorCodeHeader of the ERROR_RESPONSE's
+// HTTP answer, so that a cluster's nodes branch on codes rather than on message
+// text; DuckDB's clients ignore the header.
+type CodedError interface {
+	error
+	ErrorCode() string
+}
+
+// RequestHeader returns the HTTP header of the Quack request whose
+// statement runs under ctx, or nil. A cluster passes what a statement needs
+// beyond its text (the index a routed read must wait for, say) there, not
+// inside the SQL.
+func RequestHeader(ctx context.Context) http.Header {
+	h, _ := ctx.Value(requestHeaderKey{}).(http.Header)
+	return h
+}
+
+type requestHeaderKey struct{}
+
 // LocalExecutor runs everything on the session's own DuckDB connection.
 type LocalExecutor struct{}
 
@@ -174,7 +202,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	for _, sess := range sessions {
-		sess.close()
+		s.endSession(sess)
 	}
 	s.wg.Wait()
 	return nil
@@ -207,7 +235,7 @@ func (s *Server) reapLoop() {
 			s.mu.Unlock()
 			for _, sess := range dead {
 				s.log.Info("session expired", "session", sess.id)
-				sess.close()
+				s.endSession(sess)
 			}
 		}
 	}
@@ -242,7 +270,7 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, fmt.Sprintf("malformed message header: %v", err))
 		return
 	}
-	resp := s.handle(r.Context(), h, rest)
+	resp := s.handle(context.WithValue(r.Context(), requestHeaderKey{}, r.Header), h, rest)
 	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
 		"response", resp.header.Type, "duration", time.Since(start))
 	s.write(w, resp)
@@ -253,10 +281,21 @@ type response struct {
 	gen    wire.Generation
 	header wire.Header
 	body   wire.Message
+	// code is an error's CodedError code, sent as wire.ErrorCodeHeader.
+	code string
 }
 
 func errorResponse(msg string) response {
 	return response{gen: wire.Q1, header: wire.Header{Type: wire.MsgErrorResponse}, body: &wire.ErrorResponse{Message: msg}}
+}
+
+// failure is the ERROR_RESPONSE for err, with its code if it has one.
+func failure(err error) response {
+	resp := errorResponse(errorMessage(err))
+	if ce, ok := errors.AsType[CodedError](err); ok {
+		resp.code = ce.ErrorCode()
+	}
+	return resp
 }
 
 func success(g wire.Generation) response {
@@ -278,6 +317,9 @@ func (s *Server) write(w http.ResponseWriter, resp response) {
 	h.Set("Content-Type", "application/vnd.duckdb")
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Content-Length", fmt.Sprint(len(out)))
+	if resp.code != "" {
+		h.Set(wire.ErrorCodeHeader, resp.code)
+	}
 	w.Write(out)
 }
 
@@ -360,7 +402,16 @@ func (s *Server) removeSession(sess *Session) {
 		delete(s.sessions, sess.id)
 	}
 	s.mu.Unlock()
+	s.endSession(sess)
+}
+
+// endSession closes sess and tells the executor, once the server no longer
+// lists it.
+func (s *Server) endSession(sess *Session) {
 	sess.close()
+	if e, ok := s.cfg.Executor.(SessionEnder); ok {
+		e.EndSession(sess)
+	}
 }
 
 // maxLeaseSeconds is the largest heartbeat lease DuckDB accepts:
@@ -459,9 +510,10 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	sess.exec.Lock()
 	defer sess.exec.Unlock()
 	sess.replaceResult(nil)
-	rows, err := s.cfg.Executor.Query(sess.ctx, sess, sql)
+	qctx := context.WithValue(sess.ctx, requestHeaderKey{}, RequestHeader(ctx))
+	rows, err := s.cfg.Executor.Query(qctx, sess, sql)
 	if err != nil {
-		return errorResponse(errorMessage(err))
+		return failure(err)
 	}
 	if len(rows.Names()) == 0 {
 		rows.Close()
@@ -497,7 +549,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 		}
 		if b.err != nil {
 			sess.replaceResult(nil)
-			return errorResponse(errorMessage(b.err))
+			return failure(b.err)
 		}
 		resp.Encoded = append(resp.Encoded, b.chunks...)
 		rowsInline += uint64(b.rows)
@@ -525,7 +577,7 @@ func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
 	index, err := res.fetched, res.err
 	res.mu.Unlock()
 	if ok && b.err != nil || !ok && err != nil {
-		return errorResponse(errorMessage(err))
+		return failure(err)
 	}
 	body := &wire.FetchResponse{}
 	if ok && len(b.chunks) > 0 {
@@ -568,7 +620,7 @@ func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) res
 		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse},
 			body: &wire.FetchResponse{Encoded: b.chunks, BatchIndex: wire.Idx(k)}}
 	case err != nil:
-		return errorResponse(errorMessage(err))
+		return failure(err)
 	default:
 		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse},
 			body: &wire.FetchResponse{TotalBatches: wire.Idx(total)}}
@@ -587,7 +639,7 @@ func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequ
 	defer sess.exec.Unlock()
 	sess.replaceResult(nil)
 	if err := s.cfg.Executor.Append(sess.ctx, sess, req.Schema, req.Table, req.Chunk); err != nil {
-		return errorResponse(errorMessage(err))
+		return failure(err)
 	}
 	return success(sess.gen)
 }

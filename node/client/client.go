@@ -26,10 +26,24 @@ import (
 const DefaultPort = 9494
 
 // ServerError is an ERROR_RESPONSE from the server: its message is the
-// server's (DuckDB's) error text.
-type ServerError struct{ Message string }
+// server's (DuckDB's) error text. Code is the machine-readable code a
+// duckraft node sends with some errors (wire.ErrorCodeHeader), empty
+// otherwise.
+type ServerError struct {
+	Message string
+	Code    string
+}
 
 func (e *ServerError) Error() string { return e.Message }
+
+// WithHeader returns a context whose requests carry h besides their own
+// headers: a duckraft node passes a routed read's requirements this way
+// (node.RequestHeader on the serving side).
+func WithHeader(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, headerKey{}, h)
+}
+
+type headerKey struct{}
 
 // ErrClosed is returned by calls on a closed connection.
 var ErrClosed = errors.New("quack: connection closed")
@@ -229,6 +243,11 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 		return wire.Header{}, nil, err
 	}
 	req.Header.Set("Content-Type", "application/vnd.duckdb")
+	if h, ok := ctx.Value(headerKey{}).(http.Header); ok {
+		for k, v := range h {
+			req.Header[k] = v
+		}
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return wire.Header{}, nil, err
@@ -251,7 +270,7 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 		return wire.Header{}, nil, fmt.Errorf("decode %v: %w", rh.Type, err)
 	}
 	if e, ok := msg.(*wire.ErrorResponse); ok {
-		return rh, nil, &ServerError{Message: e.Message}
+		return rh, nil, &ServerError{Message: e.Message, Code: resp.Header.Get(wire.ErrorCodeHeader)}
 	}
 	return rh, msg, nil
 }

@@ -8,6 +8,12 @@ import (
 	"strconv"
 )
 
+// ErrorCodeHeader is the HTTP header with which a duckraft node answers
+// some ERROR_RESPONSEs: a machine-readable code beside the message, for its
+// peers. DuckDB's own server never sends it, and DuckDB's client ignores
+// it.
+const ErrorCodeHeader = "Duckraft-Error"
+
 // MessageType is field 1 of the message header (§8.2). A few values mean
 // different messages in different generations; the constants carry both
 // names.

@@ -1,0 +1,97 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// probeExecutor runs statements locally, remembers the request header each
+// statement arrived with, fails "SELECT 'coded'" with a coded error, and
+// records which sessions ended.
+type probeExecutor struct {
+	node.LocalExecutor
+	mu     sync.Mutex
+	header http.Header
+	ended  []string
+}
+
+type codedError struct{ code string }
+
+func (e codedError) Error() string     { return "refused with a code" }
+func (e codedError) ErrorCode() string { return e.code }
+
+func (p *probeExecutor) Query(ctx context.Context, s *node.Session, sql string) (node.Rows, error) {
+	p.mu.Lock()
+	p.header = node.RequestHeader(ctx)
+	p.mu.Unlock()
+	if sql == "SELECT 'coded'" {
+		return nil, codedError{"pinned 42"}
+	}
+	return p.LocalExecutor.Query(ctx, s, sql)
+}
+
+func (p *probeExecutor) EndSession(s *node.Session) {
+	p.mu.Lock()
+	p.ended = append(p.ended, s.ID())
+	p.mu.Unlock()
+}
+
+func TestExecutorSeesRequestHeaderAndCodes(t *testing.T) {
+	probe := &probeExecutor{}
+	addr, _ := startServer(t, func(c *node.Config) { c.Executor = probe })
+	for _, g := range []wire.Generation{wire.Q1, wire.Q3} {
+		t.Run(fmt.Sprintf("Q%d", g), func(t *testing.T) {
+			c := connect(t, addr, g)
+			ctx := client.WithHeader(context.Background(), http.Header{"Duckraft-Read": {"after 7"}})
+			if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+			probe.mu.Lock()
+			got := probe.header.Get("Duckraft-Read")
+			probe.mu.Unlock()
+			if got != "after 7" {
+				t.Fatalf("executor saw Duckraft-Read %q, want %q", got, "after 7")
+			}
+			_, err := c.Exec(context.Background(), "SELECT 'coded'")
+			var se *client.ServerError
+			if !errors.As(err, &se) || se.Code != "pinned 42" || se.Message != "refused with a code" {
+				t.Fatalf("coded error arrived as %#v (%v)", se, err)
+			}
+			// A plain SQL error has no code.
+			_, err = c.Exec(context.Background(), "SELECT * FROM missing_table")
+			if !errors.As(err, &se) || se.Code != "" {
+				t.Fatalf("SQL error arrived as %#v (%v)", se, err)
+			}
+		})
+	}
+}
+
+func TestExecutorHearsSessionEnd(t *testing.T) {
+	probe := &probeExecutor{}
+	addr, srv := startServer(t, func(c *node.Config) { c.Executor = probe })
+	c := connect(t, addr, wire.Q1)
+	exec(t, c, "SELECT 1")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closing the server ends the sessions still open.
+	q3 := connect(t, addr, wire.Q3)
+	exec(t, q3, "SELECT 1")
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Both ends are reported before Close and the DISCONNECT's answer return.
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if len(probe.ended) != 2 {
+		t.Fatalf("executor heard %d session ends, want 2 (one disconnect, one server close)", len(probe.ended))
+	}
+}
