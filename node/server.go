@@ -289,13 +289,18 @@ func errorResponse(msg string) response {
 	return response{gen: wire.Q1, header: wire.Header{Type: wire.MsgErrorResponse}, body: &wire.ErrorResponse{Message: msg}}
 }
 
+func codedResponse(msg, code string) response {
+	resp := errorResponse(msg)
+	resp.code = code
+	return resp
+}
+
 // failure is the ERROR_RESPONSE for err, with its code if it has one.
 func failure(err error) response {
-	resp := errorResponse(errorMessage(err))
 	if ce, ok := errors.AsType[CodedError](err); ok {
-		resp.code = ce.ErrorCode()
+		return codedResponse(errorMessage(err), ce.ErrorCode())
 	}
-	return resp
+	return errorResponse(errorMessage(err))
 }
 
 func success(g wire.Generation) response {
@@ -352,12 +357,12 @@ func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) r
 	}
 	sess := s.session(h.ConnectionID)
 	if sess == nil {
-		return errorResponse("Invalid connection id")
+		return codedResponse("Invalid connection id", wire.CodeUnknownSession)
 	}
 	now := time.Now()
 	if sess.expired(now) {
 		s.removeSession(sess)
-		return errorResponse("Connection heartbeat lease expired")
+		return codedResponse("Connection heartbeat lease expired", wire.CodeSessionExpired)
 	}
 	sess.touch(now)
 	msg, err := wire.DecodeBody(sess.gen, h.Type, body, s.lim)
@@ -463,7 +468,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		s.mu.Unlock()
 		cancel()
 		conn.Close()
-		return errorResponse(fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions))
+		return codedResponse(fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions)
 	}
 	s.sessions[id] = sess
 	s.mu.Unlock()

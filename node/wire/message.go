@@ -14,6 +14,19 @@ import (
 // it.
 const ErrorCodeHeader = "Duckraft-Error"
 
+// Codes a duckraft node sends in ErrorCodeHeader with its own refusals of a
+// session, so that a peer holding sessions on it knows to open a new one or
+// go elsewhere without parsing DuckDB-compatible message text.
+const (
+	// CodeUnknownSession: the request names no open session (the node
+	// restarted, or the session ended).
+	CodeUnknownSession = "unknown_session"
+	// CodeSessionExpired: the session's heartbeat lease ran out.
+	CodeSessionExpired = "session_expired"
+	// CodeTooManySessions: the node holds as many sessions as it allows.
+	CodeTooManySessions = "too_many_sessions"
+)
+
 // MessageType is field 1 of the message header (§8.2). A few values mean
 // different messages in different generations; the constants carry both
 // names.

@@ -1,0 +1,151 @@
+package nodeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/duckraft/duckraft/wal"
+)
+
+// ErrUnreachable marks a request that got no answer from the node: the
+// connection failed, or what came back was not this API's. The request
+// may not have reached the node, or may have been applied (a forwarded
+// write carries an idempotency key for that reason).
+var ErrUnreachable = errors.New("nodeapi: node unreachable")
+
+// Client calls the API of nodes by their Quack address (host:port).
+type Client struct {
+	// Token is the cluster token.
+	Token string
+	// TLS is set when nodes serve HTTPS; HTTP's TLSClientConfig then says
+	// whom to trust.
+	TLS bool
+	// HTTP sends the requests; nil is DefaultHTTP.
+	HTTP *http.Client
+}
+
+// DefaultHTTP keeps connections to the nodes open; calls bound their own
+// time through their context.
+var DefaultHTTP = &http.Client{Transport: &http.Transport{
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     90 * time.Second,
+}}
+
+func (c *Client) url(addr, path string) string {
+	scheme := "http"
+	if c.TLS {
+		scheme = "https"
+	}
+	return scheme + "://" + addr + path
+}
+
+// do sends a request and returns the answer of a 2xx status; any other
+// answer becomes its Error.
+func (c *Client) do(ctx context.Context, method, target string, body []byte, out func(*http.Response) error) error {
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = DefaultHTTP
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		return out(resp)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if e, ok := parseError(resp.Header.Get(ErrorHeader), strings.TrimSpace(string(msg))); ok {
+		return e
+	}
+	return fmt.Errorf("%w: %s answered %s: %s", ErrUnreachable, target, resp.Status, bytes.TrimSpace(msg))
+}
+
+func (c *Client) getJSON(ctx context.Context, addr, path string, v any) error {
+	return c.do(ctx, http.MethodGet, c.url(addr, path), nil, func(resp *http.Response) error {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			return fmt.Errorf("%w: decode %s of %s: %w", ErrUnreachable, path, addr, err)
+		}
+		return nil
+	})
+}
+
+// Status asks the node at addr for its view of the cluster.
+func (c *Client) Status(ctx context.Context, addr string) (Status, error) {
+	var st Status
+	err := c.getJSON(ctx, addr, StatusPath, &st)
+	return st, err
+}
+
+// Hash asks the node at addr for its state hash.
+func (c *Client) Hash(ctx context.Context, addr string) (StateHash, error) {
+	var h StateHash
+	err := c.getJSON(ctx, addr, HashPath, &h)
+	return h, err
+}
+
+// TransferLeadership asks the node at addr, which must lead, to hand
+// leadership to the voter to (the most up-to-date voter when empty). A
+// node that does not lead answers an Error with CodeNotLeader, and the
+// returned Transfer then names the leader it knows.
+func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Transfer, error) {
+	target := c.url(addr, TransferPath)
+	if to != "" {
+		target += "?to=" + url.QueryEscape(to)
+	}
+	var out Transfer
+	err := c.do(ctx, http.MethodPost, target, nil, func(resp *http.Response) error {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return fmt.Errorf("%w: decode transfer answer of %s: %w", ErrUnreachable, addr, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Write forwards cmd to the leader at addr and returns what applying it
+// produced.
+func (c *Client) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
+	body, err := wal.Batch{Commands: []wal.Command{cmd}}.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("encode write: %w", err)
+	}
+	var res *wal.Result
+	err = c.do(ctx, http.MethodPost, c.url(addr, WritePath), body, func(resp *http.Response) error {
+		data, err := readAll(resp.Body, resp.ContentLength)
+		if err != nil {
+			return fmt.Errorf("%w: read write result from %s: %w", ErrUnreachable, addr, err)
+		}
+		if res, err = wal.DecodeResult(data); err != nil {
+			return fmt.Errorf("%w: decode write result from %s: %w", ErrUnreachable, addr, err)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// readAll reads r into one allocation when its length is known.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n > 0 && n <= MaxWriteBytes {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	return io.ReadAll(r)
+}

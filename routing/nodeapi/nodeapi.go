@@ -1,0 +1,238 @@
+// Package nodeapi is the typed HTTP API that duckraft nodes serve beside
+// Quack, on the same port and behind the same token: to each other
+// (forwarded writes, and the codes and headers of routed reads) and to
+// operators (status, state hash, leadership transfer). Both sides of every
+// exchange live here, so the CLI, the benchmarks and testcluster use the
+// one Client, and none of them links Raft or gossip.
+//
+// Control data never travels inside SQL text or error messages: a routed
+// read's requirement is the ReadHeader of its Quack request, a refusal's
+// reason is a Code in the ErrorHeader of the answer, and a forwarded write
+// is a wal command in wal's own encoding.
+package nodeapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/wire"
+)
+
+// Paths served by every data node (a router serves StatusPath only).
+const (
+	// StatusPath (GET) answers the node's Status as JSON.
+	StatusPath = "/duckraft/v1/status"
+	// HashPath (GET) answers the node's StateHash as JSON.
+	HashPath = "/duckraft/v1/hash"
+	// TransferPath (POST) moves leadership away from the node that serves
+	// it, to the voter named by the query parameter "to" or to the most
+	// up-to-date voter; it answers a Transfer once the new leader took over.
+	TransferPath = "/duckraft/v1/transfer-leadership"
+	// WritePath (POST) takes a write forwarded to the leader: a wal.Batch
+	// of one command, answered with an encoded wal.Result.
+	WritePath = "/duckraft/v1/write"
+)
+
+// Status is a node's view of itself and of the cluster.
+type Status struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	LeaderID string `json:"leader_id"`
+	Applied  uint64 `json:"applied_index"`
+	Commit   uint64 `json:"commit_index"`
+	// Reads counts the reads this node ran itself (its clients' and those
+	// routed to it); Load is what it gossips as its load.
+	Reads uint64 `json:"reads"`
+	Load  uint64 `json:"load"`
+	// Members are the nodes this node knows, from gossip and Raft.
+	Members []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one node as seen from another.
+type MemberStatus struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	State     string `json:"state"`
+	RaftAddr  string `json:"raft_addr"`
+	QuackAddr string `json:"quack_addr"`
+	Applied   uint64 `json:"applied_index"`
+	Lag       uint64 `json:"lag"`
+	Load      int    `json:"load"`
+	Leader    bool   `json:"leader"`
+	// InRaft and Voter describe the member's place in the Raft
+	// configuration, as the reporting node knows it.
+	InRaft bool `json:"in_raft"`
+	Voter  bool `json:"voter"`
+}
+
+// StateHash is a digest of a node's schema and rows at its applied index:
+// equal on nodes that hold equal data.
+type StateHash struct {
+	Index uint64 `json:"applied_index"`
+	Hash  string `json:"hash"`
+	Rows  int64  `json:"rows"`
+}
+
+// Transfer is the answer of TransferPath: the leader before and after.
+type Transfer struct {
+	From     string `json:"from"`
+	LeaderID string `json:"leader_id"`
+	Error    string `json:"error,omitempty"`
+}
+
+// A Code says why a node refused a request, for the node that sent it.
+type Code string
+
+// Codes. Those a caller may retry elsewhere or later say so.
+const (
+	// CodeNotLeader: the node does not lead; ask the leader (retry).
+	CodeNotLeader Code = "not_leader"
+	// CodeUnknownOutcome: leadership was lost while the write was in
+	// flight; it may or may not have applied, so it is retried with the
+	// same idempotency key, which makes it apply once.
+	CodeUnknownOutcome Code = "unknown_outcome"
+	// CodeBehind: the node has not applied the index a read needs
+	// (Error.Index is its applied index); another node may serve it.
+	CodeBehind Code = "behind"
+	// CodePinned: a split-scan share cannot read at the pinned index
+	// because the node has applied past it (Error.Index is where it is).
+	CodePinned Code = "pinned"
+	// CodeNoSuchVoter: a leadership transfer named no voter.
+	CodeNoSuchVoter Code = "no_such_voter"
+	// CodeUnauthorized: the request lacks the cluster token.
+	CodeUnauthorized Code = "unauthorized"
+	// CodeBadRequest: the request is malformed.
+	CodeBadRequest Code = "bad_request"
+	// CodeFailed: the request's own error (a statement's), which any node
+	// would answer alike.
+	CodeFailed Code = "failed"
+)
+
+// Error is a refusal with its code. It implements node.CodedError, so a
+// Quack answer carries the code in ErrorHeader.
+type Error struct {
+	Code Code
+	// Index is the node's applied index, for CodeBehind and CodePinned.
+	Index   uint64
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// ErrorCode is the ErrorHeader value: the code, then the index if any.
+func (e *Error) ErrorCode() string {
+	if e.Index == 0 {
+		return string(e.Code)
+	}
+	return string(e.Code) + " " + strconv.FormatUint(e.Index, 10)
+}
+
+// ErrorHeader is the HTTP header that carries an Error's code, on Quack
+// answers and on this package's own.
+const ErrorHeader = wire.ErrorCodeHeader
+
+// parseError reads an ErrorHeader value; ok is false for a value that is
+// not one.
+func parseError(v, msg string) (*Error, bool) {
+	code, idx, hasIdx := strings.Cut(v, " ")
+	e := &Error{Code: Code(code), Message: msg}
+	if code == "" {
+		return nil, false
+	}
+	if hasIdx {
+		n, err := strconv.ParseUint(idx, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		e.Index = n
+	}
+	return e, true
+}
+
+// AsError returns err's Error: one of this package's answers, or a Quack
+// ERROR_RESPONSE that carried a code.
+func AsError(err error) (*Error, bool) {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e, true
+	}
+	if se, ok := errors.AsType[*client.ServerError](err); ok && se.Code != "" {
+		return parseError(se.Code, se.Message)
+	}
+	return nil, false
+}
+
+// CodeOf returns err's code, or "" if it has none.
+func CodeOf(err error) Code {
+	if e, ok := AsError(err); ok {
+		return e.Code
+	}
+	return ""
+}
+
+// Errorf returns an Error with code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ReadHeader is the header of a routed read's Quack request: what the node
+// that runs it must check first, since that node's session knows nothing
+// of the client's.
+const ReadHeader = "Duckraft-Read"
+
+// Read is a routed read's requirement. The zero value requires nothing.
+type Read struct {
+	// Strong: run on the leader after a read index.
+	Strong bool
+	// After: run once this index is applied (session and bounded reads).
+	After uint64
+	// At: run in a read transaction at exactly this index (a split-scan
+	// share).
+	At uint64
+}
+
+// Header returns r as a request header.
+func (r Read) Header() http.Header {
+	var v string
+	switch {
+	case r.Strong:
+		v = "strong"
+	case r.At > 0:
+		v = "at " + strconv.FormatUint(r.At, 10)
+	default:
+		v = "after " + strconv.FormatUint(r.After, 10)
+	}
+	return http.Header{ReadHeader: {v}}
+}
+
+// ReadFrom returns the requirement h carries; ok is false when h carries
+// none, and an error when its value is malformed.
+func ReadFrom(h http.Header) (r Read, ok bool, err error) {
+	v := h.Get(ReadHeader)
+	if v == "" {
+		return Read{}, false, nil
+	}
+	kind, arg, _ := strings.Cut(v, " ")
+	if kind == "strong" && arg == "" {
+		return Read{Strong: true}, true, nil
+	}
+	n, perr := strconv.ParseUint(arg, 10, 64)
+	switch {
+	case perr != nil:
+	case kind == "after":
+		return Read{After: n}, true, nil
+	case kind == "at" && n > 0:
+		return Read{At: n}, true, nil
+	}
+	return Read{}, false, Errorf(CodeBadRequest, "duckraft: malformed %s header %q", ReadHeader, v)
+}
+
+// Codes of a node's own refusals of a Quack session (see wire).
+const (
+	CodeUnknownSession  Code = wire.CodeUnknownSession
+	CodeSessionExpired  Code = wire.CodeSessionExpired
+	CodeTooManySessions Code = wire.CodeTooManySessions
+)

@@ -1,0 +1,160 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/duckraft/duckraft/wal"
+)
+
+// MaxWriteBytes bounds a forwarded write's body.
+const MaxWriteBytes = 512 << 20
+
+// authorized reports whether r carries token as a bearer token, compared
+// in constant time.
+func authorized(r *http.Request, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) == 1
+}
+
+// guard admits requests with method that carry token.
+func guard(token, method string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r, token) {
+			writeError(w, Errorf(CodeUnauthorized, "Authentication failed"))
+			return
+		}
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, Errorf(CodeBadRequest, "use %s", method))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// status is the HTTP status that goes with a code.
+func status(c Code) int {
+	switch c {
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeBadRequest, CodeNoSuchVoter:
+		return http.StatusBadRequest
+	case CodeNotLeader, CodePinned:
+		return http.StatusConflict
+	case CodeUnknownOutcome, CodeBehind:
+		return http.StatusServiceUnavailable
+	case CodeFailed:
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError answers err: an Error's code in ErrorHeader, its message as
+// the body.
+func writeError(w http.ResponseWriter, err error) {
+	e, ok := AsError(err)
+	if !ok {
+		e = &Error{Code: CodeFailed, Message: err.Error()}
+	}
+	w.Header().Set(ErrorHeader, e.ErrorCode())
+	http.Error(w, e.Message, status(e.Code))
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// StatusHandler serves StatusPath with what get returns.
+func StatusHandler(token string, get func(context.Context) (Status, error)) http.Handler {
+	return jsonHandler(token, get)
+}
+
+// HashHandler serves HashPath with what get returns.
+func HashHandler(token string, get func(context.Context) (StateHash, error)) http.Handler {
+	return jsonHandler(token, get)
+}
+
+func jsonHandler[T any](token string, get func(context.Context) (T, error)) http.Handler {
+	return guard(token, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		v, err := get(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, v)
+	})
+}
+
+// TransferHandler serves TransferPath: transfer hands leadership to the
+// voter to (any voter when empty) and returns the leader before and after;
+// its error should be an Error with CodeNotLeader (the answer then names
+// the leader this node knows, so callers can ask that one) or
+// CodeNoSuchVoter.
+func TransferHandler(token string, transfer func(to string) (Transfer, error)) http.Handler {
+	return guard(token, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		out, err := transfer(r.URL.Query().Get("to"))
+		if err != nil {
+			e, ok := AsError(err)
+			if !ok {
+				e = &Error{Code: CodeFailed, Message: err.Error()}
+			}
+			out.Error = e.Message
+			w.Header().Set(ErrorHeader, e.ErrorCode())
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status(e.Code))
+			json.NewEncoder(w).Encode(out)
+			return
+		}
+		writeJSON(w, out)
+	})
+}
+
+// WriteHandler serves WritePath: apply applies a forwarded command on the
+// leader. Its error should be an Error whose code tells the forwarding node
+// whether to retry (CodeNotLeader, CodeUnknownOutcome); any other error is
+// the write's own.
+func WriteHandler(token string, apply func(context.Context, wal.Command) (*wal.Result, error)) http.Handler {
+	return guard(token, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		cmd, err := readCommand(w, r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		res, err := apply(r.Context(), cmd)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		enc, err := res.MarshalBinary()
+		if err != nil {
+			writeError(w, fmt.Errorf("encode write result: %w", err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(enc)
+	})
+}
+
+// readCommand decodes a forwarded write: a batch of exactly one command.
+func readCommand(w http.ResponseWriter, r *http.Request) (wal.Command, error) {
+	body, err := readAll(http.MaxBytesReader(w, r.Body, MaxWriteBytes), r.ContentLength)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return wal.Command{}, Errorf(CodeBadRequest, "write request exceeds %d bytes", MaxWriteBytes)
+		}
+		return wal.Command{}, Errorf(CodeBadRequest, "read write request: %v", err)
+	}
+	b, err := wal.Decode(body)
+	if err != nil {
+		return wal.Command{}, Errorf(CodeBadRequest, "malformed write request: %v", err)
+	}
+	if len(b.Commands) != 1 {
+		return wal.Command{}, Errorf(CodeBadRequest, "a write request holds one command, not %d", len(b.Commands))
+	}
+	return b.Commands[0], nil
+}
