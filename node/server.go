@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -576,7 +577,7 @@ func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) res
 }
 
 func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequest) response {
-	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", quoteIdent(req.Schema), quoteIdent(req.Table))
+	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", sqlquote.Ident(req.Schema), sqlquote.Ident(req.Table))
 	if _, err := s.cfg.Authorizer.Authorize(ctx, sess.id, synth); err != nil {
 		return errorResponse(ErrAuthorization.Error())
 	}
@@ -611,8 +612,4 @@ func (s *Server) cancel(sess *Session, req *wire.CancelRequest) response {
 
 func hugeintText(h wire.Hugeint) string {
 	return fmt.Sprintf("%016x%016x", uint64(h.Upper), h.Lower)
-}
-
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

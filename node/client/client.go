@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -366,7 +367,7 @@ func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.D
 		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
 	}
 	sql := fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
-		quoteIdent(schema), quoteIdent(table), stream, strings.Join(proto, ", "))
+		sqlquote.Ident(schema), sqlquote.Ident(table), stream, strings.Join(proto, ", "))
 	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest},
 		&wire.PrepareRequest{SQL: sql, QueryUUID: uuid, InlineRows: wire.Idx(0)}); err != nil {
 		return err
@@ -384,8 +385,6 @@ func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.D
 		&wire.FetchRequest{UUID: uuid, BatchIndex: 1})
 	return err
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // begin ends the previous result before a new statement, as the server
 // will.
