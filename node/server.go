@@ -427,17 +427,6 @@ func newSessionID() string {
 	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-func randomUUID() wire.Hugeint {
-	var b [16]byte
-	rand.Read(b[:])
-	var u wire.Hugeint
-	for i := 0; i < 8; i++ {
-		u.Upper = u.Upper<<8 | int64(b[i])
-		u.Lower = u.Lower<<8 | uint64(b[8+i])
-	}
-	return u
-}
-
 func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRequest) response {
 	sql := req.SQL
 	rewrite, err := s.cfg.Authorizer.Authorize(ctx, sess.id, sql)
@@ -472,7 +461,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	// send their own, which is echoed.
 	uuid := req.QueryUUID
 	if sess.gen == wire.Q1 && !req.HasQueryUUID {
-		uuid = randomUUID()
+		uuid = wire.RandomUUID()
 	}
 	res := startResult(rows, uuid, sess.gen)
 	sess.replaceResult(res)

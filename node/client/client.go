@@ -360,7 +360,7 @@ func (c *Conn) Append(ctx context.Context, schema, table string, chunk *wire.Dat
 }
 
 func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
-	uuid := newUUID()
+	uuid := wire.RandomUUID()
 	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
 	var proto []string
 	for i, col := range chunk.Columns {
