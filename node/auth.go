@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -64,7 +65,7 @@ func (a SQLAuthorizer) Authorize(ctx context.Context, sessionID, sql string) (st
 		return "", fmt.Errorf("authorize: %w", err)
 	}
 	defer conn.Close()
-	q := fmt.Sprintf("SELECT %s(%s, %s)", a.Function, quoteLiteral(sessionID), quoteLiteral(sql))
+	q := fmt.Sprintf("SELECT %s(%s, %s)", a.Function, sqlquote.Literal(sessionID), sqlquote.Literal(sql))
 	res, err := conn.Query(ctx, q)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s", ErrAuthorization, engine.RawMessage(err))
@@ -92,10 +93,6 @@ func (a SQLAuthorizer) Authorize(ctx context.Context, sessionID, sql string) (st
 		}
 	}
 	return "", nil
-}
-
-func quoteLiteral(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // NewToken returns a random token: 16 bytes from a CSPRNG as 32 upper-case

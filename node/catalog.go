@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"strings"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
 )
 
 // The two statements an attaching DuckDB client sends to load the remote
@@ -20,7 +22,7 @@ const (
 func (s *Server) catalogQuery(sql string) (string, bool) {
 	var hidden []string
 	for _, h := range s.cfg.HiddenSchemas {
-		hidden = append(hidden, quoteLiteral(h))
+		hidden = append(hidden, sqlquote.Literal(h))
 	}
 	notHidden := func(col string) string {
 		if len(hidden) == 0 {

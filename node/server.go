@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -482,17 +483,6 @@ func newSessionID() string {
 	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-func randomUUID() wire.Hugeint {
-	var b [16]byte
-	rand.Read(b[:])
-	var u wire.Hugeint
-	for i := 0; i < 8; i++ {
-		u.Upper = u.Upper<<8 | int64(b[i])
-		u.Lower = u.Lower<<8 | uint64(b[8+i])
-	}
-	return u
-}
-
 func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRequest) response {
 	sql := req.SQL
 	rewrite, err := s.cfg.Authorizer.Authorize(ctx, sess.id, sql)
@@ -528,7 +518,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	// send their own, which is echoed.
 	uuid := req.QueryUUID
 	if sess.gen == wire.Q1 && !req.HasQueryUUID {
-		uuid = randomUUID()
+		uuid = wire.RandomUUID()
 	}
 	res := startResult(rows, uuid, sess.gen)
 	sess.replaceResult(res)
@@ -633,7 +623,7 @@ func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) res
 }
 
 func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequest) response {
-	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", quoteIdent(req.Schema), quoteIdent(req.Table))
+	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", sqlquote.Ident(req.Schema), sqlquote.Ident(req.Table))
 	if _, err := s.cfg.Authorizer.Authorize(ctx, sess.id, synth); err != nil {
 		return errorResponse(ErrAuthorization.Error())
 	}
@@ -668,8 +658,4 @@ func (s *Server) cancel(sess *Session, req *wire.CancelRequest) response {
 
 func hugeintText(h wire.Hugeint) string {
 	return fmt.Sprintf("%016x%016x", uint64(h.Upper), h.Lower)
-}
-
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

@@ -9,12 +9,12 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -193,7 +193,7 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 	if err := w.frame(frameTable, appendLenBytes(appendLenBytes(nil, []byte(schema)), []byte(table))); err != nil {
 		return err
 	}
-	res, err := s.conn.Query(context.Background(), "SELECT * FROM "+quoteIdent(schema)+"."+quoteIdent(table))
+	res, err := s.conn.Query(context.Background(), "SELECT * FROM "+sqlquote.Ident(schema)+"."+sqlquote.Ident(table))
 	if err != nil {
 		return fmt.Errorf("read %s.%s: %w", schema, table, err)
 	}
@@ -218,8 +218,6 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 
 // qi is the SQL expression that quotes the identifier in column col.
 func qi(col string) string { return `('"' || replace(` + col + `, '"', '""') || '"')` }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 type frameWriter struct {
 	w      *bufio.Writer
@@ -351,7 +349,7 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 			if rd.err != nil {
 				break
 			}
-			if _, err := conn.Exec(ctx, "SET schema = "+quoteLiteral(s)); err != nil {
+			if _, err := conn.Exec(ctx, "SET schema = "+sqlquote.Literal(s)); err != nil {
 				return 0, fmt.Errorf("restore: set schema %s: %w", s, err)
 			}
 			if _, err := conn.Exec(ctx, sql); err != nil {
@@ -389,8 +387,6 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 		}
 	}
 }
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func appendLenBytes(b, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))

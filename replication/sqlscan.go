@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -258,7 +259,7 @@ func sqlLiteral(p wal.Param) string {
 		}
 		return "'" + strconv.FormatFloat(v, 'g', -1, 64) + "'::DOUBLE"
 	case string:
-		lit := "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		lit := sqlquote.Literal(v)
 		if p.Type() == wal.ParamUUID {
 			lit += "::UUID"
 		}

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -378,14 +379,14 @@ func (c *Conn) Append(ctx context.Context, schema, table string, chunk *wire.Dat
 }
 
 func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
-	uuid := newUUID()
+	uuid := wire.RandomUUID()
 	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
 	var proto []string
 	for i, col := range chunk.Columns {
 		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
 	}
 	sql := fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
-		quoteIdent(schema), quoteIdent(table), stream, strings.Join(proto, ", "))
+		sqlquote.Ident(schema), sqlquote.Ident(table), stream, strings.Join(proto, ", "))
 	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest},
 		&wire.PrepareRequest{SQL: sql, QueryUUID: uuid, InlineRows: wire.Idx(0)}); err != nil {
 		return err
@@ -403,8 +404,6 @@ func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.D
 		&wire.FetchRequest{UUID: uuid, BatchIndex: 1})
 	return err
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // begin ends the previous result before a new statement, as the server
 // will.

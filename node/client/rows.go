@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"sync"
 
@@ -49,7 +48,7 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	}
 	req := &wire.PrepareRequest{SQL: sql}
 	if c.gen != wire.Q1 {
-		req.QueryUUID = newUUID()
+		req.QueryUUID = wire.RandomUUID()
 	}
 	_, msg, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req)
 	if err != nil {
@@ -80,17 +79,6 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	c.current = r
 	c.mu.Unlock()
 	return r, nil
-}
-
-func newUUID() wire.Hugeint {
-	var b [16]byte
-	rand.Read(b[:])
-	var u wire.Hugeint
-	for i := 0; i < 8; i++ {
-		u.Upper = u.Upper<<8 | int64(b[i])
-		u.Lower = u.Lower<<8 | uint64(b[8+i])
-	}
-	return u
 }
 
 // Names returns the column names.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
 )
 
 // LogicalTypeId values that types.go leaves out because they are rare: TYPE
@@ -277,7 +279,7 @@ func (t *LogicalType) writeSQL(b *strings.Builder) {
 				b.WriteString(", ")
 			}
 			if t.ID != TypeTuple {
-				b.WriteString(quoteIdent(fields[i].Name))
+				b.WriteString(fieldNameSQL(fields[i].Name))
 				b.WriteByte(' ')
 			}
 			fields[i].Type.writeSQL(b)
@@ -289,9 +291,7 @@ func (t *LogicalType) writeSQL(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteByte('\'')
-			b.WriteString(strings.ReplaceAll(v, "'", "''"))
-			b.WriteByte('\'')
+			b.WriteString(sqlquote.Literal(v))
 		}
 		b.WriteByte(')')
 	default:
@@ -307,9 +307,10 @@ func childSQL(b *strings.Builder, c *LogicalType) {
 	c.writeSQL(b)
 }
 
-// quoteIdent double-quotes a struct field name unless it is a plain
-// lower-case identifier, as DuckDB does when rendering types.
-func quoteIdent(s string) string {
+// fieldNameSQL renders a struct field name as DuckDB does when rendering
+// types: as is if it is a plain lower-case identifier, otherwise quoted with
+// sqlquote.Ident.
+func fieldNameSQL(s string) string {
 	plain := s != ""
 	for i, c := range s {
 		if !(c == '_' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
@@ -320,7 +321,7 @@ func quoteIdent(s string) string {
 	if plain {
 		return s
 	}
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	return sqlquote.Ident(s)
 }
 
 // AppendLogicalType appends t as a LogicalType object, byte-exact with

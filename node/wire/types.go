@@ -5,6 +5,11 @@
 // the format this package implements.
 package wire
 
+import (
+	"crypto/rand"
+	"encoding/binary"
+)
+
 // Generation names a Quack wire generation. The header and the value
 // encodings are common to all of them; message bodies and the string vector
 // layout differ.
@@ -152,6 +157,18 @@ type DataChunk struct {
 type Hugeint struct {
 	Upper int64
 	Lower uint64
+}
+
+// RandomUUID returns 128 bits from crypto/rand as a Hugeint, the id a client
+// gives its query (PrepareRequest.QueryUUID) or an append stream, and a Q1
+// server gives a result when the client sent none. The first 8 bytes read are
+// Upper, the last 8 Lower, both big-endian. The bits are kept as drawn: no
+// RFC 9562 version or variant bits are set, since these ids are only
+// compared, never parsed as UUIDs.
+func RandomUUID() Hugeint {
+	var b [16]byte
+	rand.Read(b[:]) // never fails since Go 1.24
+	return Hugeint{Upper: int64(binary.BigEndian.Uint64(b[:8])), Lower: binary.BigEndian.Uint64(b[8:])}
 }
 
 // OptIdx is an optional_idx: Valid is false for "not set" (2^64-1 on the wire).

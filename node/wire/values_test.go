@@ -445,3 +445,14 @@ func TestChunkFromRows(t *testing.T) {
 		t.Errorf("bad value: error = %v", err)
 	}
 }
+
+func TestRandomUUIDIsFresh(t *testing.T) {
+	seen := map[Hugeint]bool{}
+	for range 1000 {
+		u := RandomUUID()
+		if u == (Hugeint{}) || seen[u] {
+			t.Fatalf("RandomUUID repeated or zero: %+v", u)
+		}
+		seen[u] = true
+	}
+}
