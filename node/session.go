@@ -34,6 +34,14 @@ type Session struct {
 	streams map[string]*dataStream
 }
 
+// NewSession returns a Q1 session on conn that no server holds, for running
+// an Executor in process: routing's tests connect Executors through an
+// in-memory network this way. The caller closes conn when done.
+func NewSession(id string, conn *engine.Conn) *Session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{id: id, gen: wire.Q1, conn: conn, ctx: ctx, cancel: cancel, lastUsed: time.Now(), lease: DefaultIdleTimeout}
+}
+
 // ID returns the session id the client puts in every message header.
 func (s *Session) ID() string { return s.id }
 

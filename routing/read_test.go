@@ -5,20 +5,9 @@ import (
 	"testing"
 
 	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/wal"
 )
-
-func TestRoutedPrefixRoundTrip(t *testing.T) {
-	for _, r := range []routed{{strong: true}, {after: 0}, {after: 42}, {at: 7}} {
-		got, sql, ok := parseRouted(r.prefix() + "SELECT 1")
-		if !ok || got != r || sql != "SELECT 1" {
-			t.Errorf("%+v: parsed %+v %q %v", r, got, sql, ok)
-		}
-	}
-	if _, _, ok := parseRouted("/*duckraft:after=x*/ SELECT 1"); ok {
-		t.Error("malformed prefix parsed")
-	}
-}
 
 func TestSplitTable(t *testing.T) {
 	for sql, want := range map[string]string{
@@ -63,6 +52,7 @@ func (f fakeStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 func (f fakeStore) IsLeader() bool                               { return false }
 func (f fakeStore) LeaderID() string                             { return f.leader }
 func (f fakeStore) AppliedIndex() uint64                         { return f.applied }
+func (f fakeStore) CommitIndex() uint64                          { return f.applied }
 func (f fakeStore) WaitForApplied(context.Context, uint64) error { return nil }
 func (f fakeStore) ReadIndex(context.Context) (uint64, error)    { return 0, replication.ErrNotLeader }
 
@@ -80,7 +70,7 @@ func (d fakeDir) Peers() []Peer { return append([]Peer(nil), d...) }
 
 func testExecutor(dir fakeDir, self string, router bool) *Executor {
 	return &Executor{cfg: Config{ID: self, Router: router, Store: fakeStore{applied: 100, leader: "v1"},
-		Directory: dir, MaxStaleness: 10}, bal: newBalancer()}
+		Directory: dir, MaxStaleness: 10}, bal: balance.New()}
 }
 
 func TestPickPrefersReplicasAndSticks(t *testing.T) {
@@ -93,7 +83,7 @@ func TestPickPrefersReplicasAndSticks(t *testing.T) {
 	e := testExecutor(dir, "v2", false)
 	st := &sessionState{}
 	p, req, ok := e.pick(st, Session, 90, map[string]bool{})
-	if !ok || p.ID != "r1" || req.after != 90 {
+	if !ok || p.ID != "r1" || req.After != 90 {
 		t.Fatalf("session read picked %s %+v %v, want r1 after 90", p.ID, req, ok)
 	}
 	// A failed try falls back without moving the session's home.
@@ -102,16 +92,16 @@ func TestPickPrefersReplicasAndSticks(t *testing.T) {
 		t.Fatalf("fallback picked %s, home %s; want v2 (self) and home r1", p.ID, st.home)
 	}
 	// Load on r1 from this node is not enough to leave it...
-	e.bal.counter("r1").Add(3)
+	e.bal.Counter("r1").Add(3)
 	if p, _, _ = e.pick(st, Session, 90, map[string]bool{}); p.ID != "r1" {
 		t.Fatalf("sticky read picked %s", p.ID)
 	}
 	// ...much more is.
-	e.bal.counter("r1").Add(10)
+	e.bal.Counter("r1").Add(10)
 	if p, _, _ = e.pick(st, Session, 90, map[string]bool{}); p.ID == "r1" || st.home == "r1" {
 		t.Fatalf("overloaded home kept: %s", p.ID)
 	}
-	if p, req, _ := e.pick(st, Strong, 0, map[string]bool{}); p.ID != "v1" || !req.strong {
+	if p, req, _ := e.pick(st, Strong, 0, map[string]bool{}); p.ID != "v1" || !req.Strong {
 		t.Fatalf("strong read picked %s %+v", p.ID, req)
 	}
 	// A router never picks itself.

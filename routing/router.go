@@ -31,6 +31,7 @@ func (routerStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 
 func (routerStore) IsLeader() bool       { return false }
 func (routerStore) AppliedIndex() uint64 { return 0 }
+func (routerStore) CommitIndex() uint64  { return 0 }
 
 func (r routerStore) LeaderID() string {
 	for _, p := range r.dir.Peers() {
@@ -41,6 +42,9 @@ func (r routerStore) LeaderID() string {
 	return ""
 }
 
-func (routerStore) WaitForApplied(context.Context, uint64) error { return errBehind }
+// WaitForApplied is never reached: a router runs no read itself.
+func (routerStore) WaitForApplied(context.Context, uint64) error {
+	return errors.New("duckraft: a router applies no log")
+}
 
 func (routerStore) ReadIndex(context.Context) (uint64, error) { return 0, replication.ErrNotLeader }

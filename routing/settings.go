@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
-	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -25,7 +24,7 @@ const maxSettings = 256
 
 // followingSettings returns the statements of stmts that remote sessions
 // must replay, or nil.
-func followingSettings(stmts []Statement) []string {
+func followingSettings(stmts []classify.Statement) []string {
 	var out []string
 	for _, st := range stmts {
 		toks, err := wal.Lex(st.SQL)
@@ -91,19 +90,10 @@ func (st *sessionState) syncSettings(ctx context.Context, rc *remoteConn) error 
 		return nil
 	}
 	for _, s := range settings {
-		if _, err := rc.conn.Exec(ctx, s); err != nil {
+		if err := rc.sess.Exec(ctx, s); err != nil {
 			return fmt.Errorf("apply session setting %q on another node: %w", s, err)
 		}
 	}
 	rc.settingsVersion = version
 	return nil
-}
-
-// remoteConn is a session's Quack session on another node.
-type remoteConn struct {
-	conn *client.Conn
-	addr string
-
-	mu              sync.Mutex // held while settings replay
-	settingsVersion uint64
 }

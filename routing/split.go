@@ -11,18 +11,11 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
-	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
-
-// errPinned is a node's answer to a split-scan share whose pinned index it
-// cannot read at: it has applied past it. The message names the node's
-// index so that the router can pin the next attempt there.
-var errPinned = errors.New("duckraft: split scan pinned at another index")
-
-var pinnedAt = regexp.MustCompile(`node at (\d+)`)
 
 // Split scans: how many times the router re-pins before it falls back to
 // an ordinary read on one node, and the most shares a scan is cut into.
@@ -76,6 +69,9 @@ func shareSQL(table string, r, k int) string {
 func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionState, table string, r int, level Level, last uint64) (node.Rows, error) {
 	peers := e.splitPeers(r)
 	pin := max(last, e.maxApplied(peers))
+	// reached is the highest index a share's node said it was at: a floor
+	// for the pin once writes stop, however stale gossip is.
+	var reached uint64
 	for attempt := 0; attempt < splitAttempts && len(peers) > 1; attempt++ {
 		rows, errs := e.shares(ctx, st, peers, table, pin)
 		if rows != nil {
@@ -85,13 +81,14 @@ func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionSt
 		var keep []Peer
 		behind := false
 		for i, err := range errs {
-			var se *client.ServerError
+			ae, coded := nodeapi.AsError(err)
 			switch {
 			case err == nil:
 				keep = append(keep, peers[i])
-			case errors.As(err, &se) && pinnedAt.MatchString(se.Message):
-				q, _ := strconv.ParseUint(pinnedAt.FindStringSubmatch(se.Message)[1], 10, 64)
-				seen = max(seen, q)
+			case coded && ae.Code == nodeapi.CodePinned:
+				// The node has applied past the pin and names its index.
+				seen = max(seen, ae.Index)
+				reached = max(reached, ae.Index)
 				keep = append(keep, peers[i])
 			case retryableRead(err):
 				behind = behind || !errors.Is(err, errRemote)
@@ -113,7 +110,7 @@ func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionSt
 		case behind:
 			// The index aimed at never came (writes stopped): meet at
 			// the furthest index some node reached.
-			pin = max(last, e.maxApplied(peers))
+			pin = max(last, e.maxApplied(peers), reached)
 		}
 		e.log.Debug("split scan re-pinned", "table", table, "attempt", attempt+1, "pin", pin)
 	}
@@ -126,10 +123,10 @@ func (e *Executor) splitPeers(r int) []Peer {
 	top := e.maxApplied(peers)
 	now := time.Now()
 	peers = slices.DeleteFunc(peers, func(p Peer) bool {
-		return p.ID == e.cfg.ID && e.cfg.Router || e.bal.suspected(p.ID, now) || top-min(top, p.Applied) > e.cfg.MaxStaleness
+		return p.ID == e.cfg.ID && e.cfg.Router || e.bal.Suspected(p.ID, now) || top-min(top, p.Applied) > e.cfg.MaxStaleness
 	})
 	slices.SortFunc(peers, func(a, b Peer) int {
-		return int(e.bal.cost(a, e.cfg.ID, top) - e.bal.cost(b, e.cfg.ID, top))
+		return int(e.bal.Cost(a, e.cfg.ID, top) - e.bal.Cost(b, e.cfg.ID, top))
 	})
 	return peers[:min(r, len(peers))]
 }
@@ -145,7 +142,7 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows[i], errs[i] = e.remoteQuery(ctx, st, p, routed{at: pin}.prefix()+shareSQL(table, len(peers), i))
+			rows[i], errs[i] = e.remoteQuery(ctx, st, p, nodeapi.Read{At: pin}, shareSQL(table, len(peers), i))
 		}()
 	}
 	wg.Wait()
@@ -164,11 +161,8 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 // snapshot is exactly index pin: DuckDB has no AS OF, so a node that has
 // applied past pin refuses and the router re-pins.
 func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, sql string) (node.Rows, error) {
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.SessionWait)
-	err := e.cfg.Store.WaitForApplied(wctx, pin)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("%w (%d, applied %d): %w", errBehind, pin, e.cfg.Store.AppliedIndex(), err)
+	if err := e.waitApplied(ctx, pin); err != nil {
+		return nil, err
 	}
 	conn := s.Conn()
 	if _, err := conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
@@ -176,14 +170,15 @@ func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, 
 	}
 	rollback := func() { conn.Exec(context.Background(), "ROLLBACK") }
 	// DuckDB fixes a transaction's snapshot at its first read, this one.
-	idx, err := queryUint(ctx, conn, replication.AppliedQuery)
+	idx, err := appliedIndex(ctx, conn)
 	if err != nil {
 		rollback()
 		return nil, fmt.Errorf("split scan: read applied index: %w", err)
 	}
 	if idx != pin {
 		rollback()
-		return nil, fmt.Errorf("%w: wanted %d, node at %d", errPinned, pin, idx)
+		return nil, &nodeapi.Error{Code: nodeapi.CodePinned, Index: idx,
+			Message: fmt.Sprintf("duckraft: split scan pinned at %d, node at %d", pin, idx)}
 	}
 	rows, err := conn.Query(ctx, sql)
 	if err != nil {
@@ -198,31 +193,20 @@ func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, 
 	}), nil
 }
 
-// queryUint returns the first column of the first row of sql.
-func queryUint(ctx context.Context, conn *engine.Conn, sql string) (uint64, error) {
-	res, err := conn.Query(ctx, sql)
+// appliedIndex reads the applied index the FSM stores with the data, in
+// conn's transaction.
+func appliedIndex(ctx context.Context, conn *engine.Conn) (uint64, error) {
+	row, err := conn.QueryRow(ctx, replication.AppliedQuery)
 	if err != nil {
 		return 0, err
 	}
-	defer res.Close()
-	c, err := res.Next()
-	if err != nil {
-		return 0, err
-	}
-	if c == nil || c.Rows == 0 {
-		return 0, errors.New("no row")
-	}
-	v, err := c.Columns[0].Value(0)
-	if err != nil {
-		return 0, err
-	}
-	switch x := v.(type) {
+	switch x := row[0].(type) {
 	case uint64:
 		return x, nil
 	case int64:
 		return uint64(x), nil
 	}
-	return 0, fmt.Errorf("unexpected %T", v)
+	return 0, fmt.Errorf("applied index is a %T", row[0])
 }
 
 // mergedRows interleaves the chunks of several results, read concurrently

@@ -15,12 +15,9 @@ package testcluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +32,7 @@ import (
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // Token is the cluster token every test cluster uses.
@@ -385,39 +382,32 @@ func (n *Node) Client(t testing.TB) *client.Conn {
 	return c
 }
 
-var statusClient = &http.Client{Timeout: 2 * time.Second}
+// api calls the nodes' API with the cluster token.
+var api = &nodeapi.Client{Token: Token}
+
+// apiTimeout bounds a status or hash request to a node.
+const apiTimeout = 2 * time.Second
 
 // Status asks n for its view of the cluster.
-func (n *Node) Status() (routing.Status, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+n.QuackAddr+routing.StatusPath, nil)
+func (n *Node) Status() (nodeapi.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	st, err := api.Status(ctx, n.QuackAddr)
 	if err != nil {
-		return routing.Status{}, err
+		return st, fmt.Errorf("status of %s: %w", n.ID, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+Token)
-	resp, err := statusClient.Do(req)
-	if err != nil {
-		return routing.Status{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return routing.Status{}, fmt.Errorf("status of %s: %s: %s", n.ID, resp.Status, b)
-	}
-	var st routing.Status
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	return st, err
+	return st, nil
 }
 
 // TransferLeadership asks n, which must lead, to hand leadership to the
 // voter with ID to, or to the most up-to-date voter when to is empty, and
 // returns the leader n reports afterwards.
 func (n *Node) TransferLeadership(to string) (string, error) {
-	res, code, err := routing.RequestTransfer(&http.Client{Timeout: 10 * time.Second}, n.QuackAddr, Token, to)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := api.TransferLeadership(ctx, n.QuackAddr, to)
 	if err != nil {
-		return "", fmt.Errorf("transfer leadership from %s: %w", n.ID, err)
-	}
-	if code != http.StatusOK {
-		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %d %s: %s", n.ID, code, http.StatusText(code), res.Error)
+		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %w", n.ID, err)
 	}
 	return res.LeaderID, nil
 }
@@ -425,26 +415,13 @@ func (n *Node) TransferLeadership(to string) (string, error) {
 // StateHash asks n for its state hash: equal hashes at equal applied
 // indexes mean equal data.
 func (n *Node) StateHash() (index uint64, hash string, err error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+n.QuackAddr+routing.HashPath, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	h, err := api.Hash(ctx, n.QuackAddr)
 	if err != nil {
-		return 0, "", err
+		return 0, "", fmt.Errorf("hash of %s: %w", n.ID, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+Token)
-	resp, err := statusClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return 0, "", fmt.Errorf("hash of %s: %s: %s", n.ID, resp.Status, b)
-	}
-	var h struct {
-		Index uint64 `json:"applied_index"`
-		Hash  string `json:"hash"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&h)
-	return h.Index, h.Hash, err
+	return h.Index, h.Hash, nil
 }
 
 // WaitConverged waits until every running node reports the same state hash

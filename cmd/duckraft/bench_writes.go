@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // benchNode is one duckraftd process started by a benchmark.
@@ -82,7 +80,7 @@ func stopBenchCluster(nodes []*benchNode) {
 	}
 }
 
-func inRaft(st routing.Status) int {
+func inRaft(st nodeapi.Status) int {
 	n := 0
 	for _, m := range st.Members {
 		if m.InRaft {
@@ -92,34 +90,13 @@ func inRaft(st routing.Status) int {
 	return n
 }
 
-func leaderOf(st routing.Status, nodes []*benchNode) *benchNode {
+func leaderOf(st nodeapi.Status, nodes []*benchNode) *benchNode {
 	for _, n := range nodes {
 		if n.id == st.LeaderID {
 			return n
 		}
 	}
 	return nil
-}
-
-// nodeStatus fetches a node's status document.
-func nodeStatus(quackAddr, token string) (routing.Status, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+quackAddr+routing.StatusPath, nil)
-	if err != nil {
-		return routing.Status{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return routing.Status{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return routing.Status{}, fmt.Errorf("status: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	var st routing.Status
-	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
 // benchWrites measures single-row INSERT transactions per second against

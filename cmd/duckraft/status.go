@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // runStatus prints the cluster's members as the given node sees them.
@@ -20,12 +23,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	addr, err := serverAddr(*server)
+	api, addr, err := serverAPI(*server, *token)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
 		return 2
 	}
-	st, err := nodeStatus(addr, *token)
+	st, err := statusOf(api, addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
 		return 1
@@ -44,12 +47,30 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// serverAddr turns a --server value (quack:HOST[:PORT]) into the HOST:PORT
-// that serves a node's HTTP endpoints.
-func serverAddr(server string) (string, error) {
+// serverAPI turns a --server value (quack:HOST[:PORT]) into a client of
+// the node's API and the HOST:PORT it serves: HTTPS where the Quack client
+// would use TLS (any host but loopback).
+func serverAPI(server, token string) (*nodeapi.Client, string, error) {
 	u, err := client.ParseServer(server, nil)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack"), nil
+	tls := strings.HasPrefix(u, "https://")
+	addr := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack")
+	return &nodeapi.Client{Token: token, TLS: tls}, addr, nil
+}
+
+// statusTimeout bounds one status request.
+const statusTimeout = 5 * time.Second
+
+// statusOf fetches the status document of the node at addr.
+func statusOf(api *nodeapi.Client, addr string) (nodeapi.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	return api.Status(ctx, addr)
+}
+
+// nodeStatus fetches the status of a node of a local cluster (plain HTTP).
+func nodeStatus(addr, token string) (nodeapi.Status, error) {
+	return statusOf(&nodeapi.Client{Token: token}, addr)
 }

@@ -1,14 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
-	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // runTransferLeader moves leadership off the current leader, for
@@ -23,12 +23,12 @@ func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	addr, err := serverAddr(*server)
+	api, addr, err := serverAPI(*server, *token)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)
 		return 2
 	}
-	res, err := transferLeader(addr, *token, *to)
+	res, err := transferLeader(api, addr, *to)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)
 		return 1
@@ -41,20 +41,24 @@ func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 // a leader: an election takes about a second.
 const leaderWait = 10 * time.Second
 
+// transferTimeout bounds one transfer request: the leader answers once the
+// new leader took over.
+const transferTimeout = 30 * time.Second
+
 // transferLeader asks the leader, found through the member at addr, to
 // hand leadership over. While the member knows no leader (an election is
 // under way, say, right after another transfer) it waits for one; if
 // leadership moves between the lookup and the request, it looks again.
-func transferLeader(addr, token, to string) (routing.Transfer, error) {
+func transferLeader(api *nodeapi.Client, addr, to string) (nodeapi.Transfer, error) {
 	deadline := time.Now().Add(leaderWait)
 	for refused := 0; ; {
-		st, err := nodeStatus(addr, token)
+		st, err := statusOf(api, addr)
 		if err != nil {
-			return routing.Transfer{}, err
+			return nodeapi.Transfer{}, err
 		}
 		if st.LeaderID == "" {
 			if time.Now().After(deadline) {
-				return routing.Transfer{}, fmt.Errorf("%s knows no leader after %s", st.ID, leaderWait)
+				return nodeapi.Transfer{}, fmt.Errorf("%s knows no leader after %s", st.ID, leaderWait)
 			}
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -66,20 +70,22 @@ func transferLeader(addr, token, to string) (routing.Transfer, error) {
 			}
 		}
 		if quack == "" {
-			return routing.Transfer{}, fmt.Errorf("no Quack address known for leader %s", st.LeaderID)
+			return nodeapi.Transfer{}, fmt.Errorf("no Quack address known for leader %s", st.LeaderID)
 		}
-		res, code, err := routing.RequestTransfer(&http.Client{Timeout: 30 * time.Second}, quack, token, to)
-		if err != nil {
-			return routing.Transfer{}, err
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+		res, err := api.TransferLeadership(ctx, quack, to)
+		cancel()
 		switch {
-		case code == http.StatusOK:
+		case err == nil:
 			return res, nil
-		case code == http.StatusConflict && refused < 3:
+		case nodeapi.CodeOf(err) == nodeapi.CodeNotLeader && refused < 3:
+			// Leadership moved since the lookup: look again.
 			refused++
 			time.Sleep(100 * time.Millisecond)
+		case res.From != "":
+			return nodeapi.Transfer{}, fmt.Errorf("%s: %w", res.From, err)
 		default:
-			return routing.Transfer{}, fmt.Errorf("%s: %s", res.From, res.Error)
+			return nodeapi.Transfer{}, err
 		}
 	}
 }

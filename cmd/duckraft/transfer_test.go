@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -71,14 +71,14 @@ func TestTransferLeaderWaitsForElection(t *testing.T) {
 	var addr string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case routing.StatusPath:
-			st := routing.Status{ID: "n3", Members: []routing.MemberStatus{{ID: "n2", QuackAddr: addr}}}
+		case nodeapi.StatusPath:
+			st := nodeapi.Status{ID: "n3", Members: []nodeapi.MemberStatus{{ID: "n2", QuackAddr: addr}}}
 			if lookups.Add(1) > 3 {
 				st.LeaderID = "n2"
 			}
 			json.NewEncoder(w).Encode(st)
-		case routing.TransferPath:
-			json.NewEncoder(w).Encode(routing.Transfer{From: "n2", LeaderID: "n1"})
+		case nodeapi.TransferPath:
+			json.NewEncoder(w).Encode(nodeapi.Transfer{From: "n2", LeaderID: "n1"})
 		default:
 			http.NotFound(w, r)
 		}
@@ -86,7 +86,7 @@ func TestTransferLeaderWaitsForElection(t *testing.T) {
 	defer srv.Close()
 	addr = strings.TrimPrefix(srv.URL, "http://")
 
-	res, err := transferLeader(addr, "token", "")
+	res, err := transferLeader(&nodeapi.Client{Token: "token"}, addr, "")
 	if err != nil || res.From != "n2" || res.LeaderID != "n1" {
 		t.Fatalf("transfer during an election: %+v, %v", res, err)
 	}

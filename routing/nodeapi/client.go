@@ -47,12 +47,11 @@ func (c *Client) url(addr, path string) string {
 	return scheme + "://" + addr + path
 }
 
-// do sends a request and returns the answer of a 2xx status; any other
-// answer becomes its Error.
-func (c *Client) do(ctx context.Context, method, target string, body []byte, out func(*http.Response) error) error {
+// send sends a request; a failure to get an answer wraps ErrUnreachable.
+func (c *Client) send(ctx context.Context, method, target string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if body != nil {
@@ -64,17 +63,33 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, out
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return resp, nil
+}
+
+// do sends a request and hands a 2xx answer to out; any other answer
+// becomes its Error.
+func (c *Client) do(ctx context.Context, method, target string, body []byte, out func(*http.Response) error) error {
+	resp, err := c.send(ctx, method, target, body)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
 		return out(resp)
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if e, ok := parseError(resp.Header.Get(ErrorHeader), strings.TrimSpace(string(msg))); ok {
+	return answerError(resp, target, strings.TrimSpace(string(msg)))
+}
+
+// answerError is the error of a non-2xx answer with message msg: its Error
+// if it carries a code, else ErrUnreachable (it did not come from this API).
+func answerError(resp *http.Response, target, msg string) error {
+	if e, ok := parseError(resp.Header.Get(ErrorHeader), msg); ok {
 		return e
 	}
-	return fmt.Errorf("%w: %s answered %s: %s", ErrUnreachable, target, resp.Status, bytes.TrimSpace(msg))
+	return fmt.Errorf("%w: %s answered %s: %s", ErrUnreachable, target, resp.Status, msg)
 }
 
 func (c *Client) getJSON(ctx context.Context, addr, path string, v any) error {
@@ -109,14 +124,21 @@ func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Trans
 	if to != "" {
 		target += "?to=" + url.QueryEscape(to)
 	}
+	resp, err := c.send(ctx, http.MethodPost, target, nil)
+	if err != nil {
+		return Transfer{}, err
+	}
+	defer resp.Body.Close()
+	// Refusals carry a Transfer too, which names the leader.
 	var out Transfer
-	err := c.do(ctx, http.MethodPost, target, nil, func(resp *http.Response) error {
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return fmt.Errorf("%w: decode transfer answer of %s: %w", ErrUnreachable, addr, err)
-		}
-		return nil
-	})
-	return out, err
+	derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out)
+	switch {
+	case resp.StatusCode/100 != 2:
+		return out, answerError(resp, target, out.Error)
+	case derr != nil:
+		return out, fmt.Errorf("%w: decode transfer answer of %s: %w", ErrUnreachable, addr, derr)
+	}
+	return out, nil
 }
 
 // Write forwards cmd to the leader at addr and returns what applying it

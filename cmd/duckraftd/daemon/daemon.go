@@ -27,6 +27,7 @@ import (
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // Config configures a Daemon. Its fields are duckraftd's flags (see
@@ -223,12 +224,18 @@ func (d *Daemon) startNode() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(routing.WritePath, exec.Handler())
-	mux.Handle(routing.StatusPath, routing.JSONHandler(d.token, func(context.Context) (any, error) {
+	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
+	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.token, func(context.Context) (nodeapi.Status, error) {
 		return status(d.store, d.members, exec), nil
 	}))
-	mux.Handle(routing.HashPath, routing.JSONHandler(d.token, func(ctx context.Context) (any, error) { return d.store.StateHash(ctx) }))
-	mux.Handle(routing.TransferPath, routing.TransferHandler(d.token, d.store))
+	mux.Handle(nodeapi.HashPath, nodeapi.HashHandler(d.token, func(ctx context.Context) (nodeapi.StateHash, error) {
+		h, err := d.store.StateHash(ctx)
+		return nodeapi.StateHash{Index: h.Index, Hash: h.Hash, Rows: h.Rows}, err
+	}))
+	mux.Handle(nodeapi.TransferPath, nodeapi.TransferHandler(d.token, func(to string) (nodeapi.Transfer, error) {
+		err := d.store.TransferLeadership(to)
+		return nodeapi.Transfer{From: d.store.ID(), LeaderID: d.store.LeaderID()}, routing.APIError(err)
+	}))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
 	return d.serve(mux)
@@ -259,7 +266,7 @@ func (d *Daemon) startRouter() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(routing.StatusPath, routing.JSONHandler(d.token, func(context.Context) (any, error) {
+	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.token, func(context.Context) (nodeapi.Status, error) {
 		return routerStatus(c.ID, d.members, exec), nil
 	}))
 	mux.Handle("/", d.srv.Handler())
@@ -285,6 +292,7 @@ func (d *Daemon) routingConfig() routing.Config {
 		Directory:    d.members,
 		DB:           d.db,
 		Token:        d.token,
+		Remote:       routing.NewQuackRemote(d.token, d.cfg.TLSCert != ""),
 		Consistency:  d.cfg.Consistency,
 		MaxStaleness: d.cfg.MaxStaleness,
 		Now:          d.cfg.Now,

@@ -9,6 +9,7 @@ import (
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // membership is this node's gossip membership and the reconciler that keeps
@@ -187,9 +188,9 @@ func (m *membership) Close(leave bool) error {
 
 // status assembles this node's view of the cluster: Raft's configuration
 // joined with what gossip says of each member.
-func status(store *replication.Store, m *membership, exec *routing.Executor) routing.Status {
+func status(store *replication.Store, m *membership, exec *routing.Executor) nodeapi.Status {
 	stats := store.Stats()
-	st := routing.Status{
+	st := nodeapi.Status{
 		ID:       store.ID(),
 		State:    stats["state"],
 		LeaderID: store.LeaderID(),
@@ -204,7 +205,7 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) rou
 	}
 	conf, _ := store.Configuration()
 	seen := map[string]bool{}
-	add := func(ms routing.MemberStatus, mem cluster.Member, ok bool) {
+	add := func(ms nodeapi.MemberStatus, mem cluster.Member, ok bool) {
 		if ok {
 			ms.State = mem.State.String()
 			ms.QuackAddr = mem.Meta.QuackAddr
@@ -230,11 +231,11 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) rou
 			role = "replica"
 		}
 		seen[srv.ID] = true
-		add(routing.MemberStatus{ID: srv.ID, Role: role, RaftAddr: srv.Addr, InRaft: true, Voter: srv.Voter}, mem, ok)
+		add(nodeapi.MemberStatus{ID: srv.ID, Role: role, RaftAddr: srv.Addr, InRaft: true, Voter: srv.Voter}, mem, ok)
 	}
 	for id, mem := range members {
 		if !seen[id] {
-			add(routing.MemberStatus{ID: id, RaftAddr: mem.Meta.RaftAddr}, mem, true)
+			add(nodeapi.MemberStatus{ID: id, RaftAddr: mem.Meta.RaftAddr}, mem, true)
 		}
 	}
 	return st
@@ -249,13 +250,13 @@ func roleOf(m cluster.Meta) string {
 }
 
 // routerStatus is a router's view of the cluster: gossip only.
-func routerStatus(id string, m *membership, exec *routing.Executor) routing.Status {
-	st := routing.Status{ID: id, State: "Router", LeaderID: m.leaderID(), Reads: exec.Reads(), Load: exec.Load()}
+func routerStatus(id string, m *membership, exec *routing.Executor) nodeapi.Status {
+	st := nodeapi.Status{ID: id, State: "Router", LeaderID: m.leaderID(), Reads: exec.Reads(), Load: exec.Load()}
 	for _, mem := range m.gossip.Members() {
 		st.Commit = max(st.Commit, mem.Meta.AppliedIndex)
 	}
 	for _, mem := range m.gossip.Members() {
-		st.Members = append(st.Members, routing.MemberStatus{
+		st.Members = append(st.Members, nodeapi.MemberStatus{
 			ID: mem.Meta.ID, Role: roleOf(mem.Meta), State: mem.State.String(), RaftAddr: mem.Meta.RaftAddr,
 			QuackAddr: mem.Meta.QuackAddr, Applied: mem.Meta.AppliedIndex, Load: int(mem.Meta.Load),
 			Lag: st.Commit - min(st.Commit, mem.Meta.AppliedIndex), Leader: mem.Meta.Leader,

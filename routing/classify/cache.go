@@ -1,4 +1,4 @@
-package routing
+package classify
 
 import (
 	"hash/maphash"

@@ -1,4 +1,4 @@
-package routing
+package classify
 
 import (
 	"encoding/json"
@@ -51,18 +51,18 @@ func sqlParser() *engine.Parser {
 // that change state.
 var callClasses = map[string]Class{
 	// nextval advances a sequence: replicated state.
-	"nextval": ClassWrite,
+	"nextval": Write,
 	// setseed seeds the session's random().
-	"setseed": ClassSession,
+	"setseed": Session,
 	// dbgen and dsdgen (tpch, tpcds extensions) create and fill tables.
-	"dbgen": ClassWrite, "dsdgen": ClassWrite,
+	"dbgen": Write, "dsdgen": Write,
 	// json_execute_serialized_sql runs a statement hidden in its argument.
-	"json_execute_serialized_sql": ClassWrite,
+	"json_execute_serialized_sql": Write,
 	// These act on the node or the session, like CHECKPOINT and SET.
-	"checkpoint": ClassSession, "force_checkpoint": ClassSession,
-	"enable_logging": ClassSession, "disable_logging": ClassSession, "truncate_duckdb_logs": ClassSession,
-	"enable_profiling": ClassSession, "disable_profiling": ClassSession,
-	"enable_peg_parser": ClassSession, "disable_peg_parser": ClassSession,
+	"checkpoint": Session, "force_checkpoint": Session,
+	"enable_logging": Session, "disable_logging": Session, "truncate_duckdb_logs": Session,
+	"enable_profiling": Session, "disable_profiling": Session,
+	"enable_peg_parser": Session, "disable_peg_parser": Session,
 }
 
 // readEffects are the VOLATILE functions with side effects that change
@@ -83,9 +83,9 @@ func callClass(name string) Class {
 		return c
 	}
 	if parser.effects[name] && !readEffects[name] {
-		return ClassWrite
+		return Write
 	}
-	return ClassRead
+	return Read
 }
 
 // queryVerbs are the verbs (wal.Verb) of statements DuckDB may parse as
@@ -191,7 +191,7 @@ func countIs(p *engine.Parser, text string, n int) bool {
 
 // selectClass classifies a SELECT statement from the functions it calls.
 func selectClass(p *engine.Parser, parsed engine.Parsed, depth int) Class {
-	class := ClassRead
+	class := Read
 	for _, f := range parsed.Functions {
 		c := callClass(f)
 		if f == "query" {
@@ -208,9 +208,9 @@ func selectClass(p *engine.Parser, parsed engine.Parsed, depth int) Class {
 func queryCalls(p *engine.Parser, tree string, depth int) Class {
 	var root any
 	if err := json.Unmarshal([]byte(tree), &root); err != nil {
-		return ClassWrite
+		return Write
 	}
-	class := ClassRead
+	class := Read
 	var walk func(any)
 	walk = func(v any) {
 		switch v := v.(type) {
@@ -235,13 +235,13 @@ func queryCalls(p *engine.Parser, tree string, depth int) Class {
 func classifyQueryArg(p *engine.Parser, call map[string]any, depth int) Class {
 	children, _ := call["children"].([]any)
 	if len(children) == 0 {
-		return ClassWrite
+		return Write
 	}
 	arg, _ := children[0].(map[string]any)
 	value, _ := arg["value"].(map[string]any)
 	text, ok := value["value"].(string)
 	if arg["class"] != "CONSTANT" || !ok {
-		return ClassWrite
+		return Write
 	}
 	return classifyInner(p, text, depth)
 }
@@ -250,17 +250,17 @@ func classifyQueryArg(p *engine.Parser, call map[string]any, depth int) Class {
 // when it runs. Anything that cannot be classified makes a write.
 func classifyInner(p *engine.Parser, sql string, depth int) Class {
 	if depth+1 >= maxDepth {
-		return ClassWrite
+		return Write
 	}
 	texts, err := wal.SplitStatements(sql)
 	if err != nil {
-		return ClassWrite
+		return Write
 	}
-	class := ClassRead
+	class := Read
 	for _, text := range texts {
 		c, _, err := classifyStatement(p, text, text, depth+1)
 		if err != nil {
-			return ClassWrite
+			return Write
 		}
 		class = worse(class, c)
 	}
@@ -283,22 +283,22 @@ func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string
 	case "explain":
 		k, analyze := explainTarget(sig, v)
 		if !analyze {
-			return ClassRead
+			return Read
 		}
-		if k >= len(sig) || classifyInner(p, text[sig[k].Pos:], depth) != ClassRead {
-			return ClassWrite
+		if k >= len(sig) || classifyInner(p, text[sig[k].Pos:], depth) != Read {
+			return Write
 		}
-		return ClassRead
+		return Read
 	case "copy":
-		if lexed != ClassRead {
+		if lexed != Read {
 			return lexed
 		}
 		if len(sig) > 1 && sig[1].IsPunct('(') {
-			if end := closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != ClassRead {
-				return ClassWrite
+			if end := closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != Read {
+				return Write
 			}
 		}
-		return ClassRead
+		return Read
 	case "call":
 		// CALL f(…) runs the table function as SELECT * FROM f(…) does.
 		if len(sig) > v+1 {
@@ -308,9 +308,9 @@ func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string
 		}
 		return lexed
 	}
-	if lexed == ClassRead && !expanded && !nonQueryReads[verb] {
+	if lexed == Read && !expanded && !nonQueryReads[verb] {
 		// The lexer reads a query where DuckDB parses something else.
-		return ClassWrite
+		return Write
 	}
 	return lexed
 }

@@ -1,4 +1,8 @@
-package routing
+// Package balance chooses among the data nodes that can serve a read: it
+// ranks them by cost, in units of one in-flight statement (gossiped load,
+// this node's own requests to each, the node's role and its apply lag), and
+// leaves out for a while those that just failed at the transport level.
+package balance
 
 import (
 	"math/rand/v2"
@@ -22,14 +26,6 @@ type Peer struct {
 	Load uint64
 }
 
-// Directory finds the cluster's members (from gossip metadata).
-type Directory interface {
-	QuackAddr(id string) (string, bool)
-	// Peers lists the live data nodes, this one included; routers, which
-	// hold no data, are not peers.
-	Peers() []Peer
-}
-
 // Costs that order candidate nodes for a read, in units of one in-flight
 // statement: replicas first, then followers, the leader last; this node
 // gets a small bonus because a local read saves a hop.
@@ -39,27 +35,29 @@ const (
 	selfBonus    = 1
 	// lagUnit entries of apply lag cost as much as one in-flight statement.
 	lagUnit = 100
-	// rehomeSlack is how much cheaper another node must be before a
+	// RehomeSlack is how much cheaper another node must be before a
 	// session leaves the node it reads from (its cache stays warm there).
-	rehomeSlack = 4
-	// suspectFor is how long a node that failed at the transport level is
+	RehomeSlack = 4
+	// SuspectFor is how long a node that failed at the transport level is
 	// left out of reads: gossip takes about a second to declare it dead.
-	suspectFor = 2 * time.Second
+	SuspectFor = 2 * time.Second
 )
 
-// balancer tracks what this node adds to each peer's load and which peers
+// Balancer tracks what this node adds to each peer's load and which peers
 // recently failed.
-type balancer struct {
+type Balancer struct {
 	mu       sync.Mutex
 	inflight map[string]*atomic.Int64
 	suspects map[string]time.Time
 }
 
-func newBalancer() *balancer {
-	return &balancer{inflight: map[string]*atomic.Int64{}, suspects: map[string]time.Time{}}
+// New returns a Balancer that knows of no load and no failure.
+func New() *Balancer {
+	return &Balancer{inflight: map[string]*atomic.Int64{}, suspects: map[string]time.Time{}}
 }
 
-func (b *balancer) counter(id string) *atomic.Int64 {
+// Counter is this node's count of requests in flight to peer id.
+func (b *Balancer) Counter(id string) *atomic.Int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.inflight[id]
@@ -70,13 +68,15 @@ func (b *balancer) counter(id string) *atomic.Int64 {
 	return c
 }
 
-func (b *balancer) suspect(id string) {
+// Suspect leaves peer id out for SuspectFor.
+func (b *Balancer) Suspect(id string) {
 	b.mu.Lock()
-	b.suspects[id] = time.Now().Add(suspectFor)
+	b.suspects[id] = time.Now().Add(SuspectFor)
 	b.mu.Unlock()
 }
 
-func (b *balancer) suspected(id string, now time.Time) bool {
+// Suspected reports whether peer id failed within SuspectFor before now.
+func (b *Balancer) Suspected(id string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	until, ok := b.suspects[id]
@@ -87,9 +87,10 @@ func (b *balancer) suspected(id string, now time.Time) bool {
 	return ok
 }
 
-// cost ranks p for a read: lower is better.
-func (b *balancer) cost(p Peer, self string, maxApplied uint64) int64 {
-	c := int64(p.Load) + b.counter(p.ID).Load()
+// Cost ranks p for a read from node self, given the furthest applied
+// index known: lower is better.
+func (b *Balancer) Cost(p Peer, self string, maxApplied uint64) int64 {
+	c := int64(p.Load) + b.Counter(p.ID).Load()
 	switch {
 	case p.Leader:
 		c += leaderCost
@@ -102,13 +103,13 @@ func (b *balancer) cost(p Peer, self string, maxApplied uint64) int64 {
 	return c + int64((maxApplied-min(maxApplied, p.Applied))/lagUnit)
 }
 
-// cheapest returns the lowest-cost peer, choosing among equals at random
-// so that sessions starting together spread out.
-func (b *balancer) cheapest(peers []Peer, self string, maxApplied uint64) (Peer, int64) {
+// Cheapest returns the lowest-cost peer and its cost, choosing among
+// equals at random so that sessions starting together spread out.
+func (b *Balancer) Cheapest(peers []Peer, self string, maxApplied uint64) (Peer, int64) {
 	var best Peer
 	bestCost, ties := int64(0), 0
 	for _, p := range peers {
-		c := b.cost(p, self, maxApplied)
+		c := b.Cost(p, self, maxApplied)
 		switch {
 		case ties == 0 || c < bestCost:
 			best, bestCost, ties = p, c, 1

@@ -1,10 +1,15 @@
-package routing
+// Package classify tells what each statement of a client's text does
+// (reads, writes, transaction control or session settings), which decides
+// where routing runs it. DuckDB's own parser decides (duckdb.go), the lexer
+// of package wal splits the text and answers where the parser cannot, and
+// results are cached by text (cache.go). routing/DESIGN.md describes the
+// rules and their limits.
+package classify
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -13,32 +18,32 @@ type Class uint8
 
 // Statement classes.
 const (
-	// ClassRead changes nothing and may run on any node fresh enough.
-	ClassRead Class = iota + 1
-	// ClassWrite changes database state and goes through the leader and
+	// Read changes nothing and may run on any node fresh enough.
+	Read Class = iota + 1
+	// Write changes database state and goes through the leader and
 	// the Raft log (wal.Deterministic may still refuse it).
-	ClassWrite
-	ClassTxnBegin
-	ClassTxnCommit
-	ClassTxnRollback
-	// ClassSession changes only the client's session or this node (SET,
+	Write
+	Begin
+	Commit
+	Rollback
+	// Session changes only the client's session or this node (SET,
 	// USE, PRAGMA settings, CHECKPOINT); it is not replicated.
-	ClassSession
+	Session
 )
 
 func (c Class) String() string {
 	switch c {
-	case ClassRead:
+	case Read:
 		return "read"
-	case ClassWrite:
+	case Write:
 		return "write"
-	case ClassTxnBegin:
+	case Begin:
 		return "begin"
-	case ClassTxnCommit:
+	case Commit:
 		return "commit"
-	case ClassTxnRollback:
+	case Rollback:
 		return "rollback"
-	case ClassSession:
+	case Session:
 		return "session"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
@@ -50,17 +55,17 @@ type Statement struct {
 	Class Class
 }
 
-// Classify splits sql into statements and classifies each one with
-// DuckDB's own parser (classify_duckdb.go): the lexer of package wal splits
+// Statements splits sql into statements and classifies each one with
+// DuckDB's own parser (duckdb.go): the lexer of package wal splits
 // the text, DuckDB's parser must agree on every statement, and its parse
 // tree decides a query's class from the functions the query calls. A text
 // DuckDB splits differently is refused; a statement DuckDB's parser rejects
 // keeps the lexer's class (it fails on every node alike). Empty statements
 // are dropped; the error is a lexing error (an unterminated string or
 // comment) or a split mismatch. Results are cached by text (see
-// classify_cache.go), and a query with no parenthesis at all is classified
+// cache.go), and a query with no parenthesis at all is classified
 // without DuckDB (plainRead).
-func Classify(sql string) ([]Statement, error) {
+func Statements(sql string) ([]Statement, error) {
 	if stmts, ok := classCache.get(sql); ok {
 		return stmts, nil
 	}
@@ -69,7 +74,7 @@ func Classify(sql string) ([]Statement, error) {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
 	if len(texts) == 1 && plainRead(sql) {
-		return []Statement{{SQL: texts[0], Class: ClassRead}}, nil
+		return []Statement{{SQL: texts[0], Class: Read}}, nil
 	}
 	out, err := classifyTexts(sqlParser(), sql, texts)
 	if err != nil {
@@ -138,52 +143,52 @@ func lexClass(toks []wal.Token) Class {
 	case "select", "from", "values", "table", "pivot", "unpivot", "describe", "desc", "show", "summarize":
 		return classifyQuery(sig)
 	case "", "export":
-		return ClassRead
+		return Read
 	case "begin", "start":
-		return ClassTxnBegin
+		return Begin
 	case "commit", "end":
-		return ClassTxnCommit
+		return Commit
 	case "rollback", "abort":
-		return ClassTxnRollback
+		return Rollback
 	case "set", "reset", "use", "prepare", "deallocate", "checkpoint", "vacuum", "analyze":
-		return ClassSession
+		return Session
 	case "force":
 		if word(v+1, "checkpoint") {
-			return ClassSession
+			return Session
 		}
 	case "update":
 		if word(v+1, "extensions") {
-			return ClassSession
+			return Session
 		}
 	case "create":
 		for k := v + 1; k <= v+4; k++ {
 			if word(k, "secret") {
-				return ClassSession
+				return Session
 			}
 		}
 	case "copy":
 		if copyTo(sig) {
-			return ClassRead
+			return Read
 		}
 	case "explain":
 		// EXPLAIN ANALYZE runs the statement, so a write stays a write.
 		if k, analyze := explainTarget(sig, v); analyze &&
-			(k >= len(sig) || lexClass(toks[indexOf(toks, sig[k]):]) != ClassRead) {
-			return ClassWrite
+			(k >= len(sig) || lexClass(toks[indexOf(toks, sig[k]):]) != Read) {
+			return Write
 		}
-		return ClassRead
+		return Read
 	case "pragma":
 		if len(sig) > v+1 && readPragmas[strings.ToLower(sig[v+1].Text)] && !hasOp(sig, "=") {
-			return ClassRead
+			return Read
 		}
-		return ClassSession
+		return Session
 	case "call":
 		if len(sig) > v+1 {
 			return classifyQuery(sig[v+1:])
 		}
-		return ClassRead
+		return Read
 	}
-	return ClassWrite
+	return Write
 }
 
 // explainTarget returns the index in sig of the statement an EXPLAIN at
@@ -216,7 +221,7 @@ func explainTarget(sig []wal.Token, v int) (int, bool) {
 // parenthesis follows it, quoted or qualified ('s'.nextval() chains a call
 // in DuckDB), which errs on the side of writes.
 func classifyQuery(sig []wal.Token) Class {
-	class := ClassRead
+	class := Read
 	for k := 0; k+1 < len(sig); k++ {
 		if !sig[k+1].IsPunct('(') {
 			continue
@@ -237,10 +242,10 @@ func classifyQuery(sig []wal.Token) Class {
 // statement.
 func worse(a, b Class) Class {
 	switch {
-	case a == ClassWrite || b == ClassWrite:
-		return ClassWrite
-	case a == ClassSession || b == ClassSession:
-		return ClassSession
+	case a == Write || b == Write:
+		return Write
+	case a == Session || b == Session:
+		return Session
 	}
 	return a
 }
@@ -281,39 +286,4 @@ func indexOf(toks []wal.Token, t wal.Token) int {
 		}
 	}
 	return len(toks)
-}
-
-// Confirm checks a statement's class against DuckDB's own statement type
-// for it (from a prepared statement or a Result, which bind the statement:
-// tests use it). The class is finer than the type: a SELECT calling
-// nextval() is a write, one calling setseed() a session statement, and
-// COPY is a read when it only exports.
-func Confirm(c Class, t engine.StatementType) error {
-	var ok bool
-	switch t {
-	case engine.StatementTransaction:
-		ok = c == ClassTxnBegin || c == ClassTxnCommit || c == ClassTxnRollback
-	case engine.StatementSelect, engine.StatementRelation:
-		ok = c == ClassRead || c == ClassWrite || c == ClassSession
-	case engine.StatementExplain, engine.StatementCopy:
-		ok = c == ClassRead || c == ClassWrite
-	case engine.StatementCall: // CHECKPOINT runs as CALL checkpoint()
-		ok = c == ClassRead || c == ClassWrite || c == ClassSession
-	case engine.StatementExport:
-		ok = c == ClassRead
-	case engine.StatementPragma:
-		ok = c == ClassRead || c == ClassSession
-	case engine.StatementPrepare, engine.StatementVariableSet, engine.StatementSet,
-		engine.StatementVacuum, engine.StatementAnalyze, engine.StatementUpdateExtensions:
-		ok = c == ClassSession
-	case engine.StatementCreate, engine.StatementDrop:
-		// CREATE SECRET is node-local; DEALLOCATE runs as a DROP.
-		ok = c == ClassWrite || c == ClassSession
-	default:
-		ok = c == ClassWrite
-	}
-	if !ok {
-		return fmt.Errorf("routing: classified as %s but DuckDB parses a %s statement", c, t)
-	}
-	return nil
 }

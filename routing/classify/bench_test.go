@@ -1,6 +1,6 @@
 //go:build unix
 
-package routing
+package classify
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ GROUP BY ALL ORDER BY h DESC, total DESC LIMIT 100`
 // an earlier one cached.
 var benchSeq atomic.Int64
 
-// BenchmarkClassify measures Classify per statement. Texts marked
+// BenchmarkClassify measures Statements per statement. Texts marked
 // uncached differ in a literal on every call, so each one is parsed;
 // cpu-us/op is the process's CPU time per call, which a loaded machine
 // inflates less than ns/op.
@@ -60,7 +60,7 @@ func BenchmarkClassify(b *testing.B) {
 			if strings.Contains(sql, "%d") {
 				sql = fmt.Sprintf(sql, 0)
 			}
-			stmts, err := Classify(sql)
+			stmts, err := Statements(sql)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func BenchmarkClassify(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-				} else if _, err := Classify(sql); err != nil {
+				} else if _, err := Statements(sql); err != nil {
 					b.Fatal(err)
 				}
 			}

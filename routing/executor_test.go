@@ -1,0 +1,299 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/routing/nodeapi"
+)
+
+// run runs sql in session s of node nd's Executor and returns every row.
+func run(t *testing.T, nd *inmemNode, s *node.Session, sql string) ([][]any, error) {
+	t.Helper()
+	rows, err := nd.exec.Query(context.Background(), s, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]any
+	for {
+		c, err := rows.Next()
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return out, nil
+		}
+		for i := range c.Rows {
+			row := make([]any, len(c.Columns))
+			for j, v := range c.Columns {
+				row[j], _ = v.Value(i)
+			}
+			out = append(out, row)
+		}
+	}
+}
+
+func mustRun(t *testing.T, nd *inmemNode, s *node.Session, sql string) [][]any {
+	t.Helper()
+	rows, err := run(t, nd, s, sql)
+	if err != nil {
+		t.Fatalf("%s on %s: %v", sql, nd.id, err)
+	}
+	return rows
+}
+
+func countOf(t *testing.T, rows [][]any) int64 {
+	t.Helper()
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		t.Fatalf("want one value, got %v", rows)
+	}
+	return rows[0][0].(int64)
+}
+
+func TestWriteOnFollowerGoesThroughLeader(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n2 := net.node("n2")
+	s := n2.session(t)
+	mustRun(t, n2, s, "INSERT INTO t VALUES (1)")
+	if got := net.node("n1").executes.Load(); got != 1 {
+		t.Fatalf("the leader proposed %d commands, want 1", got)
+	}
+	for _, nd := range net.nodes {
+		if nd.count() != 1 {
+			t.Fatalf("%s has %d rows, want 1", nd.id, nd.count())
+		}
+	}
+	// The session reads its write wherever the read runs.
+	if n := countOf(t, mustRun(t, n2, s, "SELECT count(*) FROM t")); n != 1 {
+		t.Fatalf("session read %d rows after its write, want 1", n)
+	}
+}
+
+// A leader that applied a write but whose answer was lost, and then lost
+// leadership, is asked again with the same idempotency key: the write
+// applies once.
+func TestWriteRetryAfterLostAnswerAppliesOnce(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n1, n2 := net.node("n1"), net.node("n2")
+	n1.failWrite.Store(&nodeapi.Error{Code: nodeapi.CodeUnknownOutcome, Message: "leadership lost, outcome unknown"})
+	mustRun(t, n2, n2.session(t), "INSERT INTO t VALUES (1)")
+	if got := n1.executes.Load(); got != 2 {
+		t.Fatalf("the leader was asked %d times, want 2 (the lost answer and the retry)", got)
+	}
+	if n1.count() != 1 || len(net.log) != 1 {
+		t.Fatalf("%d rows and %d log entries after a retried write, want 1 and 1", n1.count(), len(net.log))
+	}
+}
+
+// A follower whose leader is unreachable retries until a new leader is
+// known, and the write lands there.
+func TestWriteFollowsNewLeader(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n1, n2, n3 := net.node("n1"), net.node("n2"), net.node("n3")
+	n1.down.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, n2, n2.session(t), "INSERT INTO t VALUES (1)")
+		done <- err
+	}()
+	// The write keeps failing at n1 until n3 takes over.
+	waitFor(t, func() bool { return n1.unreachable.Load() > 0 }, "the write to try n1")
+	net.setLeader("n3")
+	if err := <-done; err != nil {
+		t.Fatalf("write during the leader change: %v", err)
+	}
+	if n3.executes.Load() != 1 || n1.executes.Load() != 0 || n3.count() != 1 {
+		t.Fatalf("proposed on n1 %d, n3 %d times; n3 has %d rows; want 0, 1, 1",
+			n1.executes.Load(), n3.executes.Load(), n3.count())
+	}
+}
+
+// A statement's own error comes back at once, without a retry.
+func TestWriteErrorIsNotRetried(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2")
+	n2 := net.node("n2")
+	_, err := run(t, n2, n2.session(t), "INSERT INTO missing VALUES (1)")
+	if err == nil || retryableWrite(err) {
+		t.Fatalf("write to a missing table: %v (retryable %v)", err, retryableWrite(err))
+	}
+	if got := net.node("n1").executes.Load(); got != 1 {
+		t.Fatalf("the leader was asked %d times, want 1", got)
+	}
+}
+
+// A session read sent to a replica that has not applied the session's
+// write is refused there as behind and served by another node.
+func TestSessionReadMovesOffALaggingReplica(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	s := n1.session(t)
+	r1.held.Store(true)
+	mustRun(t, n1, s, "INSERT INTO t VALUES (1)")
+	// r1 is one entry behind, within the staleness bound, and the cheapest
+	// node: the read goes there first.
+	if n := countOf(t, mustRun(t, n1, s, "SELECT count(*) FROM t")); n != 1 {
+		t.Fatalf("session read %d rows after its write, want 1", n)
+	}
+	if r1.refused.Load() != 1 || r1.reads.Load() != 0 {
+		t.Fatalf("r1 refused %d and served %d reads, want 1 and 0", r1.refused.Load(), r1.reads.Load())
+	}
+	// Once it caught up it serves the session again.
+	r1.release()
+	if n := countOf(t, mustRun(t, n1, s, "SELECT count(*) FROM t")); n != 1 || r1.reads.Load() != 1 {
+		t.Fatalf("after catching up r1 served %d reads (read %d rows), want 1", r1.reads.Load(), n)
+	}
+}
+
+// A read whose node is unreachable runs elsewhere, and the node is left
+// out of the next reads instead of being tried again.
+func TestReadFailsOverFromUnreachableNode(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	s := n1.session(t)
+	r1.down.Store(true)
+	for range 3 {
+		if n := countOf(t, mustRun(t, n1, s, "SELECT count(*) FROM t")); n != 0 {
+			t.Fatalf("read %d rows, want 0", n)
+		}
+	}
+	if r1.connects.Load() != 0 {
+		t.Fatalf("r1 accepted %d sessions while down", r1.connects.Load())
+	}
+	if !n1.exec.bal.Suspected("r1", time.Now()) {
+		t.Fatal("r1 failed but is not suspected")
+	}
+}
+
+// A node that restarted has forgotten the sessions opened on it: the read
+// that finds out runs elsewhere, and the next one opens a new session there.
+func TestReadReconnectsToRestartedNode(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	s := n1.session(t)
+	mustRun(t, n1, s, "SELECT count(*) FROM t")
+	if r1.connects.Load() != 1 || r1.reads.Load() != 1 {
+		t.Fatalf("r1: %d sessions, %d reads; want the read on r1", r1.connects.Load(), r1.reads.Load())
+	}
+	r1.restart()
+	mustRun(t, n1, s, "SELECT count(*) FROM t")
+	mustRun(t, n1, s, "SELECT count(*) FROM t")
+	if r1.connects.Load() != 2 || r1.reads.Load() != 2 {
+		t.Fatalf("after restart r1 has %d sessions and %d reads, want 2 and 2", r1.connects.Load(), r1.reads.Load())
+	}
+}
+
+// Settings follow a session's reads to its remote sessions, and are
+// replayed in a new remote session after a restart.
+func TestSettingsFollowReads(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	s := n1.session(t)
+	mustRun(t, n1, s, "SET TimeZone = 'Asia/Tokyo'")
+	for i := range 3 {
+		rows := mustRun(t, n1, s, "SELECT current_setting('TimeZone')")
+		if len(rows) != 1 || rows[0][0] != "Asia/Tokyo" {
+			t.Fatalf("read %d saw TimeZone %v, want Asia/Tokyo", i, rows)
+		}
+		if i == 0 {
+			r1.restart()
+		}
+	}
+	if r1.connects.Load() != 2 || r1.reads.Load() != 2 {
+		t.Fatalf("r1 opened %d sessions and served %d reads, want 2 and 2", r1.connects.Load(), r1.reads.Load())
+	}
+}
+
+// A strong read on a follower runs on the leader.
+func TestStrongReadRunsOnLeader(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, n2 := net.node("n1"), net.node("n2")
+	s := n2.session(t)
+	mustRun(t, n2, s, "SET duckraft_consistency = 'strong'")
+	mustRun(t, n2, s, "SELECT count(*) FROM t")
+	if n1.reads.Load() != 1 {
+		t.Fatalf("the leader served %d strong reads, want 1", n1.reads.Load())
+	}
+	// A node that is no longer leader refuses; the read follows the new one.
+	net.setLeader("n2")
+	mustRun(t, n2, s, "SELECT count(*) FROM t")
+	if n1.reads.Load() != 1 {
+		t.Fatal("a former leader served a strong read")
+	}
+}
+
+// A split scan's shares meet at one index even when gossip lags: nodes past
+// the pin name their index, and the router re-pins there.
+func TestSplitScanRepinsAndMerges(t *testing.T) {
+	net := newInmemNet(t, "n1", "r1", "r2")
+	n1, r1, r2 := net.node("n1"), net.node("r1"), net.node("r2")
+	s := n1.session(t)
+	for i := range 10 {
+		mustRun(t, n1, s, fmt.Sprintf("INSERT INTO t VALUES (%d)", i))
+	}
+	stale := uint64(3)
+	net.mu.Lock()
+	net.gossipApplied = &stale
+	net.mu.Unlock()
+	// A router knows the nodes' indexes only from gossip.
+	router := net.router(t)
+	rs := router.session(t)
+	mustRun(t, router, rs, "SET duckraft_split_scan = 2")
+	rows := mustRun(t, router, rs, "SELECT * FROM t")
+	seen := map[int32]bool{}
+	for _, r := range rows {
+		seen[r[0].(int32)] = true
+	}
+	if len(rows) != 10 || len(seen) != 10 {
+		t.Fatalf("split scan returned %d rows, %d distinct, want 10 and 10: %v", len(rows), len(seen), rows)
+	}
+	// The first pin (3) was refused by both shares' nodes (at 10); the
+	// scan then met at 10 on two nodes rather than falling back to one.
+	if r1.refused.Load() == 0 || r2.refused.Load() == 0 || r1.reads.Load() != 1 || r2.reads.Load() != 1 {
+		t.Fatalf("shares: r1 served %d refused %d, r2 served %d refused %d; want each to refuse, then serve one share",
+			r1.reads.Load(), r1.refused.Load(), r2.reads.Load(), r2.refused.Load())
+	}
+}
+
+// The end of a client session ends its sessions on other nodes.
+func TestEndSessionClosesRemoteSessions(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	s := n1.session(t)
+	mustRun(t, n1, s, "SELECT count(*) FROM t")
+	if r1.open.Load() != 1 {
+		t.Fatalf("r1 holds %d sessions, want 1", r1.open.Load())
+	}
+	n1.exec.EndSession(s)
+	waitFor(t, func() bool { return r1.open.Load() == 0 }, "the remote session to close")
+}
+
+// A routed read that is not a single read is refused with a code.
+func TestRoutedStatementMustBeARead(t *testing.T) {
+	net := newInmemNet(t, "n1")
+	n1 := net.node("n1")
+	_, err := n1.exec.serveRouted(context.Background(), n1.session(t), nodeapi.Read{}, "INSERT INTO t VALUES (1)")
+	if nodeapi.CodeOf(err) != nodeapi.CodeBadRequest {
+		t.Fatalf("routed write: %v", err)
+	}
+	if errors.Is(err, errRemote) || retryableRead(err) {
+		t.Fatal("a refused routed write is retryable")
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// deadline: what it waits for happens within milliseconds.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,243 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing/nodeapi"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// Remote is how an Executor reaches the other nodes: sessions on them for
+// reads, and the leader's write endpoint. QuackRemote is the real one; the
+// tests' in-memory network connects Executors in one process.
+type Remote interface {
+	// Connect opens a session on the node at addr.
+	Connect(ctx context.Context, addr string) (RemoteSession, error)
+	// Write forwards cmd to the leader at addr (see nodeapi.Client.Write).
+	Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error)
+}
+
+// RemoteSession is a session on another node. Its errors are the node's
+// answers (a *client.ServerError, possibly with a nodeapi code) or, for
+// anything else, a failure to reach it.
+type RemoteSession interface {
+	// Query runs a read there under requirement req; the rows stream from
+	// that node as they are read.
+	Query(ctx context.Context, sql string, req nodeapi.Read) (node.Rows, error)
+	// Exec runs a statement whose result is not needed (a session setting).
+	Exec(ctx context.Context, sql string) error
+	Close() error
+}
+
+// QuackRemote reaches other nodes over Quack (Q1, with parallel FETCH) and
+// their nodeapi write endpoint, with the cluster token.
+type QuackRemote struct {
+	token string
+	api   *nodeapi.Client
+}
+
+// NewQuackRemote returns a QuackRemote; tls is set when nodes serve HTTPS.
+func NewQuackRemote(token string, tls bool) *QuackRemote {
+	return &QuackRemote{token: token, api: &nodeapi.Client{Token: token, TLS: tls}}
+}
+
+// Connect implements Remote.
+func (q *QuackRemote) Connect(ctx context.Context, addr string) (RemoteSession, error) {
+	tls := q.api.TLS
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: wire.Q1, TLS: &tls})
+	if err != nil {
+		return nil, err
+	}
+	return quackSession{c}, nil
+}
+
+// Write implements Remote.
+func (q *QuackRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
+	return q.api.Write(ctx, addr, cmd)
+}
+
+type quackSession struct{ c *client.Conn }
+
+func (s quackSession) Query(ctx context.Context, sql string, req nodeapi.Read) (node.Rows, error) {
+	rows, err := s.c.Query(client.WithHeader(ctx, req.Header()), sql)
+	if err != nil {
+		return nil, err
+	}
+	return remoteRows{rows}, nil
+}
+
+func (s quackSession) Exec(ctx context.Context, sql string) error {
+	_, err := s.c.Exec(ctx, sql)
+	return err
+}
+
+func (s quackSession) Close() error { return s.c.Close() }
+
+// answered reports whether err is the remote node's own answer, as opposed
+// to a failure to reach it.
+func answered(err error) bool {
+	if _, ok := errors.AsType[*client.ServerError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*nodeapi.Error](err)
+	return ok
+}
+
+// remoteConn is a session's session on another node.
+type remoteConn struct {
+	sess RemoteSession
+	addr string
+
+	mu              sync.Mutex // held while settings replay
+	settingsVersion uint64
+}
+
+// connectTimeout bounds opening a session on another node, so that a read
+// moves on quickly from a node that just died.
+const connectTimeout = 2 * time.Second
+
+// remoteConn returns the session's connection to p, opening it if needed.
+func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*remoteConn, error) {
+	st.mu.Lock()
+	rc := st.remotes[p.ID]
+	if rc != nil && rc.addr != p.QuackAddr {
+		delete(st.remotes, p.ID)
+		go rc.sess.Close()
+		rc = nil
+	}
+	st.mu.Unlock()
+	if rc != nil {
+		return rc, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	sess, err := e.remote.Connect(cctx, p.QuackAddr)
+	if err != nil {
+		e.bal.Suspect(p.ID)
+		return nil, fmt.Errorf("%w: connect to %s at %s: %w", errRemote, p.ID, p.QuackAddr, err)
+	}
+	st.mu.Lock()
+	if st.remotes == nil {
+		st.remotes = map[string]*remoteConn{}
+	}
+	if old := st.remotes[p.ID]; old != nil {
+		go old.sess.Close()
+	}
+	rc = &remoteConn{sess: sess, addr: p.QuackAddr}
+	st.remotes[p.ID] = rc
+	st.mu.Unlock()
+	return rc, nil
+}
+
+func (st *sessionState) dropRemote(id string, rc *remoteConn) {
+	st.mu.Lock()
+	if st.remotes[id] == rc {
+		delete(st.remotes, id)
+	}
+	st.mu.Unlock()
+	go rc.sess.Close()
+}
+
+// remoteQuery runs a routed read on p through the session's connection to
+// p. Its rows stream from p as the client reads them.
+func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, req nodeapi.Read, sql string) (node.Rows, error) {
+	rc, err := e.remoteConn(ctx, st, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.syncSettings(ctx, rc); err != nil {
+		if !answered(err) {
+			st.dropRemote(p.ID, rc)
+			e.bal.Suspect(p.ID)
+			return nil, fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
+		}
+		return nil, err
+	}
+	n := e.bal.Counter(p.ID)
+	n.Add(1)
+	rows, err := e.queryWhileAlive(ctx, rc.sess, p.ID, req, sql)
+	if err != nil {
+		n.Add(-1)
+		switch code := nodeapi.CodeOf(err); {
+		case !answered(err):
+			// The node is gone: leave it out, and reconnect next time.
+			st.dropRemote(p.ID, rc)
+			e.bal.Suspect(p.ID)
+			return nil, fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
+		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired:
+			// The node restarted or forgot the session: open a new one.
+			st.dropRemote(p.ID, rc)
+		}
+		return nil, err
+	}
+	return newTrackedRows(rows, func() { n.Add(-1) }), nil
+}
+
+// queryWhileAlive runs sql in sess and waits for its first answer only
+// while gossip lists node id as alive. A node that is frozen (SIGSTOP, a
+// hung disk) keeps its sockets open, so without this a read would wait for
+// the client's deadline; once gossip declares it dead the read fails with
+// errRemote and runs elsewhere. Nothing has reached the client by then.
+func (e *Executor) queryWhileAlive(ctx context.Context, sess RemoteSession, id string, req nodeapi.Read, sql string) (node.Rows, error) {
+	qctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	answered := make(chan struct{})
+	defer close(answered)
+	go func() {
+		t := time.NewTicker(livenessPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-answered:
+				return
+			case <-t.C:
+				if !e.alive(id) {
+					cancel(fmt.Errorf("%w: %s stopped answering and gossip declared it dead", errRemote, id))
+					return
+				}
+			}
+		}
+	}()
+	rows, err := sess.Query(qctx, sql, req)
+	if err != nil && context.Cause(qctx) != nil && ctx.Err() == nil {
+		return nil, context.Cause(qctx)
+	}
+	return rows, err
+}
+
+// livenessPoll is how often a read waiting on another node checks that
+// gossip still lists the node.
+const livenessPoll = 250 * time.Millisecond
+
+// alive reports whether gossip lists node id among the live peers.
+func (e *Executor) alive(id string) bool {
+	for _, p := range e.peers() {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// trackedRows calls done once when the rows are closed.
+type trackedRows struct {
+	node.Rows
+	once sync.Once
+	done func()
+}
+
+func newTrackedRows(r node.Rows, done func()) *trackedRows {
+	return &trackedRows{Rows: r, done: done}
+}
+
+func (r *trackedRows) Close() {
+	r.Rows.Close()
+	r.once.Do(r.done)
+}

@@ -1,0 +1,86 @@
+package routing
+
+import (
+	"sync"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// sessionState is what the router remembers per Quack session.
+type sessionState struct {
+	mu          sync.Mutex
+	consistency Level
+	// lastIndex is the log index of the session's last write: its reads
+	// run only where that index is applied.
+	lastIndex uint64
+	// split is how many nodes a splittable scan is spread over (0: off).
+	split int
+	// txn collects the writes of an explicit transaction until COMMIT;
+	// nil outside one.
+	txn *pendingTxn
+	// home is the node the session's reads stick to while it qualifies,
+	// for cache locality.
+	home string
+	// remotes are the session's Quack sessions on other nodes, by id.
+	remotes map[string]*remoteConn
+	// settings are the statements that changed the session's settings,
+	// replayed in remote sessions (settings.go); settingsVersion counts
+	// their changes.
+	settings        []string
+	settingsVersion uint64
+}
+
+type stateKey struct{}
+
+func (e *Executor) state(s *node.Session) *sessionState {
+	if st, ok := s.Value(stateKey{}).(*sessionState); ok {
+		return st
+	}
+	// A new session starts at what this node knows to be committed, so a
+	// client that connects after another one's write was acknowledged
+	// reads it, wherever its reads run.
+	st := &sessionState{consistency: e.cfg.Consistency, lastIndex: e.cfg.Store.CommitIndex()}
+	s.SetValue(stateKey{}, st)
+	return st
+}
+
+func (st *sessionState) inTxn() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.txn != nil
+}
+
+// addToTxn adds a write to the open transaction; false if none is open.
+func (st *sessionState) addToTxn(e wal.Entry) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.txn == nil {
+		return false
+	}
+	st.txn.entries = append(st.txn.entries, e)
+	return true
+}
+
+// pendingTxn is an open transaction's writes, in client order.
+type pendingTxn struct {
+	entries []wal.Entry
+}
+
+// wrote records that the session's write applied at idx.
+func (st *sessionState) wrote(idx uint64) {
+	st.mu.Lock()
+	st.lastIndex = max(st.lastIndex, idx)
+	st.mu.Unlock()
+}
+
+// closeRemotes ends the session's sessions on other nodes.
+func (st *sessionState) closeRemotes() {
+	st.mu.Lock()
+	remotes := st.remotes
+	st.remotes = nil
+	st.mu.Unlock()
+	for _, rc := range remotes {
+		go rc.sess.Close()
+	}
+}

@@ -1,0 +1,364 @@
+package routing
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing/classify"
+	"github.com/duckraft/duckraft/routing/nodeapi"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// errLeaderChanged marks a forwarded write abandoned because another node
+// became leader while it waited; it is retried there with the same key.
+var errLeaderChanged = errors.New("duckraft: the leader changed while a write was forwarded to it")
+
+// newCommand is a client write as the leader receives it: its statements
+// and appends in client order, as they came (the leader makes them
+// deterministic), under a fresh idempotency key that makes a retry safe.
+func newCommand(entries []wal.Entry) wal.Command {
+	key := make([]byte, 16)
+	rand.Read(key)
+	cmd := wal.Command{Key: key}
+	if len(entries) == 1 {
+		cmd.Entry = entries[0]
+	} else {
+		cmd.Entry = wal.Txn{Entries: entries}
+	}
+	return cmd
+}
+
+// write applies cmd through the leader, retrying with the same idempotency
+// key across leader changes so that it applies once.
+func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+	deadline := time.Now().Add(e.cfg.LeaderWait)
+	for {
+		var res *wal.Result
+		var err error
+		if e.cfg.Store.IsLeader() {
+			res, err = e.applyOnLeader(ctx, cmd)
+		} else if addr, ok := e.leaderQuackAddr(); ok {
+			res, err = e.forwardWrite(ctx, addr, cmd)
+		} else {
+			err = replication.ErrNotLeader
+		}
+		if err == nil {
+			st.wrote(res.Index)
+			return res, nil
+		}
+		if !retryableWrite(err) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// retryableWrite reports whether a write may be sent again with the same
+// key: it reached no leader, or the leader lost leadership before its
+// outcome was known.
+func retryableWrite(err error) bool {
+	if errors.Is(err, replication.ErrNotLeader) || errors.Is(err, replication.ErrUnknownOutcome) ||
+		errors.Is(err, nodeapi.ErrUnreachable) || errors.Is(err, errLeaderChanged) {
+		return true
+	}
+	switch nodeapi.CodeOf(err) {
+	case nodeapi.CodeNotLeader, nodeapi.CodeUnknownOutcome:
+		return true
+	}
+	return false
+}
+
+// forwardWrite hands cmd to the leader at addr, and gives up on it as soon
+// as this node learns of another leader: a frozen or cut-off leader never
+// answers, and the retry is safe because it carries the same idempotency
+// key.
+func (e *Executor) forwardWrite(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
+	leader := e.cfg.Store.LeaderID()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if id := e.cfg.Store.LeaderID(); id != leader {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	res, err := e.remote.Write(fctx, addr, cmd)
+	if err != nil && ctx.Err() == nil && fctx.Err() != nil {
+		return nil, fmt.Errorf("%w (from %s)", errLeaderChanged, leader)
+	}
+	return res, err
+}
+
+func (e *Executor) leaderQuackAddr() (string, bool) {
+	id := e.cfg.Store.LeaderID()
+	if id == "" || e.cfg.Directory == nil {
+		return "", false
+	}
+	return e.cfg.Directory.QuackAddr(id)
+}
+
+// WriteHandler serves nodeapi.WritePath: writes other nodes forward to this
+// one while it leads.
+func (e *Executor) WriteHandler() http.Handler {
+	return nodeapi.WriteHandler(e.cfg.Token, e.applyForwarded)
+}
+
+// applyForwarded applies a forwarded write, answering with the codes the
+// forwarding node retries on.
+func (e *Executor) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
+	if !e.cfg.Store.IsLeader() {
+		return nil, nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", replication.ErrNotLeader)
+	}
+	res, err := e.applyOnLeader(ctx, cmd)
+	return res, APIError(err)
+}
+
+// APIError gives a replication error its nodeapi code, so the node that
+// asked knows whether to retry; other errors are returned unchanged.
+func APIError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replication.ErrNotLeader):
+		return nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", err)
+	case errors.Is(err, replication.ErrUnknownOutcome):
+		return nodeapi.Errorf(nodeapi.CodeUnknownOutcome, "%v", err)
+	case errors.Is(err, replication.ErrNoSuchVoter):
+		return nodeapi.Errorf(nodeapi.CodeNoSuchVoter, "%v", err)
+	}
+	return err
+}
+
+// applyOnLeader makes each statement of cmd deterministic with the
+// leader's clock and proposes the result as one command.
+func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
+	now := e.cfg.Now()
+	in := []wal.Entry{cmd.Entry}
+	if txn, ok := cmd.Entry.(wal.Txn); ok {
+		in = txn.Entries
+	}
+	var entries []wal.Entry
+	for _, entry := range in {
+		switch entry := entry.(type) {
+		case wal.Append:
+			entries = append(entries, entry)
+		case wal.Statement:
+			if len(entry.Params) > 0 {
+				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
+			}
+			plan, err := wal.Deterministic(entry.SQL, now, e.volatile)
+			if err != nil {
+				return nil, err
+			}
+			if plan.Materialize == nil {
+				entries = append(entries, wal.Statement{SQL: plan.SQL, Returning: true})
+				continue
+			}
+			mat, err := e.materialize(ctx, plan.Materialize)
+			if err != nil {
+				return nil, err
+			}
+			entries = append(entries, mat...)
+		default:
+			return nil, fmt.Errorf("duckraft: a client write holds statements and appends, not a %v entry", entry.Kind())
+		}
+	}
+	out := wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key}
+	if len(entries) == 1 {
+		out.Entry = entries[0]
+	} else {
+		out.Entry = wal.Txn{Entries: entries}
+	}
+	return e.cfg.Store.Execute(ctx, out)
+}
+
+// materialize evaluates a volatile query once, here on the leader, and
+// returns its rows as appends that every node applies identically. Appends
+// carry whole rows, so an INSERT column list must name every column.
+func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.Entry, error) {
+	conn, err := e.cfg.DB.Connect()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	schema, table := splitTableName(m.Table)
+	query := m.Query
+	if m.Columns != nil {
+		if query, err = fullRowQuery(ctx, conn, schema, table, m.Columns, m.Query); err != nil {
+			return nil, err
+		}
+	}
+	res, err := conn.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	var out []wal.Entry
+	for {
+		c, err := res.Next()
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return out, nil
+		}
+		enc, err := wire.AppendDataChunk(nil, c, wire.Q3)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wal.Append{Schema: schema, Table: table, Chunk: enc})
+	}
+}
+
+// fullRowQuery reorders the columns of query, which yields the listed
+// columns, into the table's column order.
+func fullRowQuery(ctx context.Context, conn *engine.Conn, schema, table string, columns []string, query string) (string, error) {
+	tableCols, err := conn.QueryStrings(ctx, fmt.Sprintf(
+		"SELECT column_name FROM duckdb_columns() WHERE schema_name = %s AND table_name = %s ORDER BY column_index",
+		sqlquote.Literal(schema), sqlquote.Literal(table)))
+	if err != nil {
+		return "", err
+	}
+	pos := map[string]int{}
+	for i, col := range columns {
+		_, name := splitTableName(col)
+		pos[strings.ToLower(name)] = i + 1
+	}
+	if len(tableCols) == 0 || len(pos) != len(tableCols) {
+		return "", fmt.Errorf("%w: an INSERT with volatile values into %s.%s must list every column of the table (or none)",
+			wal.ErrNondeterministic, schema, table)
+	}
+	sel := make([]string, len(tableCols))
+	for i, col := range tableCols {
+		p, ok := pos[strings.ToLower(col)]
+		if !ok {
+			return "", fmt.Errorf("%w: the INSERT column list misses column %s of %s.%s", wal.ErrNondeterministic, col, schema, table)
+		}
+		sel[i] = fmt.Sprintf("#%d", p)
+	}
+	return fmt.Sprintf("SELECT %s FROM (%s)", strings.Join(sel, ", "), query), nil
+}
+
+// splitTableName splits a possibly schema-qualified, possibly quoted table
+// name; an unqualified name is in schema main.
+func splitTableName(name string) (schema, table string) {
+	var parts []string
+	var cur strings.Builder
+	quoted := false
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '"' && quoted && i+1 < len(name) && name[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == '.' && !quoted:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	parts = append(parts, cur.String())
+	if len(parts) == 1 {
+		return "main", strings.TrimSpace(parts[0])
+	}
+	return strings.TrimSpace(parts[len(parts)-2]), strings.TrimSpace(parts[len(parts)-1])
+}
+
+// transaction handles BEGIN … COMMIT: writes are collected and applied as
+// one Raft entry at COMMIT, so the transaction commits atomically on every
+// node. Reads inside it see the committed state.
+func (e *Executor) transaction(ctx context.Context, s *node.Session, st *sessionState, stmts []classify.Statement) (node.Rows, error) {
+	var last node.Rows
+	for _, stmt := range stmts {
+		if last != nil {
+			last.Close()
+			last = nil
+		}
+		st.mu.Lock()
+		txn := st.txn
+		st.mu.Unlock()
+		switch stmt.Class {
+		case classify.Begin:
+			if txn != nil {
+				return nil, errors.New("TransactionContext Error: cannot start a transaction within a transaction")
+			}
+			st.mu.Lock()
+			st.txn = &pendingTxn{}
+			st.mu.Unlock()
+			last = successRows()
+		case classify.Commit:
+			if txn == nil {
+				return nil, errors.New("TransactionContext Error: cannot commit - no transaction is active")
+			}
+			st.mu.Lock()
+			st.txn = nil
+			st.mu.Unlock()
+			if len(txn.entries) > 0 {
+				if _, err := e.write(ctx, st, newCommand(txn.entries)); err != nil {
+					return nil, err
+				}
+			}
+			last = successRows()
+		case classify.Rollback:
+			if txn == nil {
+				return nil, errors.New("TransactionContext Error: cannot rollback - no transaction is active")
+			}
+			st.mu.Lock()
+			st.txn = nil
+			st.mu.Unlock()
+			last = successRows()
+		case classify.Read:
+			rows, err := e.read(ctx, s, st, stmt.SQL)
+			if err != nil {
+				return nil, err
+			}
+			last = rows
+		case classify.Session:
+			rows, err := node.LocalExecutor{}.Query(ctx, s, stmt.SQL)
+			if err != nil {
+				return nil, err
+			}
+			last = rows
+		default:
+			if st.addToTxn(wal.Statement{SQL: stmt.SQL}) {
+				last = countRows(nil)
+				continue
+			}
+			res, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Statement{SQL: stmt.SQL}}))
+			if err != nil {
+				return nil, err
+			}
+			if last, err = resultRows(res); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return last, nil
+}
