@@ -132,34 +132,11 @@ func (f *fsm) rollback() {
 // batch appends a marker row holding its last index to the keys table (see
 // storeKeys); the applied table holds the index of a restored snapshot.
 func readApplied(conn *engine.Conn) (uint64, error) {
-	row, err := queryRow(conn, AppliedQuery)
+	row, err := conn.QueryRow(context.Background(), AppliedQuery)
 	if err != nil {
 		return 0, fmt.Errorf("read applied index: %w", err)
 	}
-	if row == nil {
-		return 0, errors.New("read applied index: no row")
-	}
 	return row[0].(uint64), nil
-}
-
-// queryRow returns the first row of sql, or nil if there is none.
-func queryRow(conn *engine.Conn, sql string) ([]any, error) {
-	res, err := conn.Query(context.Background(), sql)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Close()
-	c, err := res.Next()
-	if err != nil || c == nil {
-		return nil, err
-	}
-	row := make([]any, len(c.Columns))
-	for i, v := range c.Columns {
-		if row[i], err = v.Value(0); err != nil {
-			return nil, err
-		}
-	}
-	return row, nil
 }
 
 // Applied returns the last log index whose effects are committed in DuckDB.

@@ -40,7 +40,7 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 	}
 	out.Index = idx
 	h := sha256.New()
-	schema, err := queryStrings(ctx, conn, fmt.Sprintf(`
+	schema, err := queryTrimmed(ctx, conn, fmt.Sprintf(`
 		SELECT schema_name || '.' || table_name || ':' || sql FROM duckdb_tables()
 		WHERE NOT temporary AND schema_name <> '%[1]s'
 		UNION ALL SELECT schema_name || '.' || view_name || ':' || sql FROM duckdb_views()
@@ -54,7 +54,7 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 	for _, s := range schema {
 		fmt.Fprintf(h, "%s\n", s)
 	}
-	tables, err := queryStrings(ctx, conn, fmt.Sprintf(`
+	tables, err := queryTrimmed(ctx, conn, fmt.Sprintf(`
 		SELECT '"' || replace(schema_name, '"', '""') || '"."' || replace(table_name, '"', '""') || '"'
 		FROM duckdb_tables() WHERE NOT temporary AND schema_name <> '%s'`, metaSchema))
 	if err != nil {
@@ -62,49 +62,25 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 	}
 	sort.Strings(tables)
 	for _, t := range tables {
-		res, err := conn.Query(ctx, fmt.Sprintf(
+		row, err := conn.QueryRow(ctx, fmt.Sprintf(
 			"SELECT count(*)::BIGINT, coalesce(sum(hash(r)::HUGEINT), 0)::VARCHAR FROM %s r", t))
 		if err != nil {
 			return StateHash{}, fmt.Errorf("state hash of %s: %w", t, err)
 		}
-		c, err := res.Next()
-		if err != nil || c == nil || c.Rows != 1 {
-			res.Close()
-			return StateHash{}, fmt.Errorf("state hash of %s: %v", t, err)
-		}
-		n, _ := c.Columns[0].Value(0)
-		sum, _ := c.Columns[1].Value(0)
-		res.Close()
-		rows, _ := n.(int64)
+		rows, _ := row[0].(int64)
 		out.Rows += rows
-		fmt.Fprintf(h, "%s %d %v\n", t, rows, sum)
+		fmt.Fprintf(h, "%s %d %v\n", t, rows, row[1])
 	}
 	out.Hash = hex.EncodeToString(h.Sum(nil))
 	return out, nil
 }
 
-func queryStrings(ctx context.Context, conn *engine.Conn, q string) ([]string, error) {
-	res, err := conn.Query(ctx, q)
-	if err != nil {
-		return nil, err
+// queryTrimmed returns the strings of q's first column with surrounding
+// white space removed.
+func queryTrimmed(ctx context.Context, conn *engine.Conn, q string) ([]string, error) {
+	out, err := conn.QueryStrings(ctx, q)
+	for i, s := range out {
+		out[i] = strings.TrimSpace(s)
 	}
-	defer res.Close()
-	var out []string
-	for {
-		c, err := res.Next()
-		if err != nil {
-			return nil, err
-		}
-		if c == nil {
-			return out, nil
-		}
-		for i := 0; i < c.Rows; i++ {
-			v, err := c.Columns[0].Value(i)
-			if err != nil {
-				return nil, err
-			}
-			s, _ := v.(string)
-			out = append(out, strings.TrimSpace(s))
-		}
-	}
+	return out, err
 }

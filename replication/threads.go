@@ -111,16 +111,10 @@ func (s *serialThreads) close() error {
 }
 
 func threadCount(conn *engine.Conn) (int, error) {
-	res, err := conn.Query(context.Background(), "SELECT current_setting('threads')::BIGINT")
+	row, err := conn.QueryRow(context.Background(), "SELECT current_setting('threads')::BIGINT")
 	if err != nil {
 		return 0, fmt.Errorf("read threads setting: %w", err)
 	}
-	defer res.Close()
-	c, err := res.Next()
-	if err != nil || c == nil || c.Rows == 0 {
-		return 0, fmt.Errorf("read threads setting: %v", err)
-	}
-	v, err := c.Columns[0].Value(0)
-	n, _ := v.(int64)
-	return int(n), err
+	n, _ := row[0].(int64)
+	return int(n), nil
 }

@@ -46,7 +46,7 @@ type Options struct {
 	// Args are extra duckraftd flags for every node (process mode only).
 	Args []string
 	// Proxy routes Raft traffic between nodes through in-process proxies
-	// so that Partition can cut links (see faults.go).
+	// so that Isolate and IsolateSilently can cut links (see faults.go).
 	Proxy bool
 	// InProcess runs every node as a daemon inside the test process
 	// instead of a duckraftd process.

@@ -8,32 +8,28 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// What Partition cuts: Raft traffic only (log replication, votes,
-// snapshots), which runs through the per-node proxies of a cluster started
-// with Options.Proxy. Gossip (memberlist over UDP and TCP), writes that
-// followers forward to the leader, reads forwarded to the leader, and
-// clients' Quack connections all stay connected: a partitioned node still
-// looks alive to gossip and still takes client requests, which is what
-// exercises the routing layer's handling of stale leaders.
+// What Isolate and IsolateSilently cut: Raft traffic only (log
+// replication, votes, snapshots), which runs through the per-node proxies of
+// a cluster started with Options.Proxy. Gossip (memberlist over UDP and
+// TCP), writes that followers forward to the leader, reads forwarded to the
+// leader, and clients' Quack connections all stay connected: a partitioned
+// node still looks alive to gossip and still takes client requests, which is
+// what exercises the routing layer's handling of stale leaders.
 
-// Partition splits the Raft network: nodes in the same group reach each
+// partition splits the Raft network: nodes in the same group reach each
 // other, nodes in different groups do not, and a node in no group is cut
-// off from all others. Connections that cross groups are closed, and new
-// ones are closed as soon as the proxy learns who dials. It panics if the
-// cluster was started without Options.Proxy, a mistake in the test.
-func (c *Cluster) Partition(groups ...[]*Node) { c.partition(false, groups) }
-
-// Blackhole splits the Raft network like Partition, but silently: links
-// that cross groups stay open and carry nothing, new ones are accepted and
-// never answered, and nobody sees a connection error, only timeouts, as
-// when a switch drops packets. After Heal the held bytes are delivered, as
-// TCP would retransmit them. One difference from a real blackhole: a dial
-// across it connects (the proxy accepts) instead of timing out.
-func (c *Cluster) Blackhole(groups ...[]*Node) { c.partition(true, groups) }
-
+// off from all others. Unless silent, connections that cross groups are
+// closed, and new ones are closed as soon as the proxy learns who dials.
+// Silent, links that cross groups stay open and carry nothing, new ones are
+// accepted and never answered, and nobody sees a connection error, only
+// timeouts, as when a switch drops packets; after Heal the held bytes are
+// delivered, as TCP would retransmit them. One difference from a real
+// blackhole: a dial across it connects (the proxy accepts) instead of timing
+// out. It panics if the cluster was started without Options.Proxy, a
+// mistake in the test.
 func (c *Cluster) partition(silent bool, groups [][]*Node) {
 	if c.net == nil {
-		panic("testcluster: Partition needs a cluster started with Options.Proxy")
+		panic("testcluster: a partition needs a cluster started with Options.Proxy")
 	}
 	ids := make([][]string, len(groups))
 	for i, g := range groups {
@@ -48,7 +44,8 @@ func (c *Cluster) partition(silent bool, groups [][]*Node) {
 	c.net.partition(ids, all, silent)
 }
 
-// Isolate cuts n off from every other node's Raft traffic.
+// Isolate cuts n off from every other node's Raft traffic: its links are
+// closed, and so are new ones.
 func (c *Cluster) Isolate(n *Node) { c.partition(false, c.alone(n)) }
 
 // IsolateSilently blackholes n's Raft traffic to and from every other node.

@@ -12,7 +12,7 @@ import (
 )
 
 // network routes every Raft connection between a cluster's nodes through an
-// in-process TCP proxy per destination node, so that Partition can cut
+// in-process TCP proxy per destination node, so that a partition can cut
 // links between groups of nodes. Each node advertises its proxy's address
 // as its Raft address (duckraftd --raft-advertise), so every peer that dials
 // it goes through the proxy.
@@ -37,7 +37,7 @@ type LinkStats struct {
 	// Proxied connections were let through; Refused ones were closed at
 	// connect because they crossed a partition; Cut ones were open when a
 	// partition began and were closed; Stalled ones crossed a silent
-	// partition (Blackhole) and were held without a byte passing.
+	// partition (IsolateSilently) and were held without a byte passing.
 	Proxied, Refused, Cut, Stalled int
 }
 

@@ -89,20 +89,16 @@ func (db *DB) queryString(sql string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	res, err := c.Query(context.Background(), sql)
-	if err != nil {
+	row, err := c.QueryRow(context.Background(), sql)
+	if err != nil && !errors.Is(err, ErrNoRows) {
 		return "", err
 	}
-	defer res.Close()
-	chunk, err := res.Next()
-	if err != nil {
-		return "", err
+	if len(row) > 0 {
+		if s, ok := row[0].(string); ok {
+			return s, nil
+		}
 	}
-	if chunk == nil || len(chunk.Columns) == 0 || len(chunk.Columns[0].Offsets) < 2 {
-		return "", fmt.Errorf("%s: no string result", sql)
-	}
-	col := chunk.Columns[0]
-	return string(col.Bytes[col.Offsets[0]:col.Offsets[1]]), nil
+	return "", fmt.Errorf("%s: no string result", sql)
 }
 
 // Close closes the database. Connections still open keep DuckDB's instance

@@ -153,26 +153,12 @@ func (p *Parser) SideEffectFunctions() ([]string, error) {
 		return nil, fmt.Errorf("parser: %w", err)
 	}
 	defer c.Close()
-	res, err := c.Query(context.Background(), `SELECT DISTINCT lower(function_name) FROM duckdb_functions()
+	out, err := c.QueryStrings(context.Background(), `SELECT DISTINCT lower(function_name) FROM duckdb_functions()
 		WHERE stability = 'VOLATILE' AND has_side_effects ORDER BY 1`)
 	if err != nil {
 		return nil, fmt.Errorf("parser: %w", err)
 	}
-	defer res.Close()
-	var out []string
-	for {
-		chunk, err := res.Next()
-		if err != nil {
-			return nil, fmt.Errorf("parser: %w", err)
-		}
-		if chunk == nil {
-			return out, nil
-		}
-		col := chunk.Columns[0]
-		for i := range chunk.Rows {
-			out = append(out, string(col.Bytes[col.Offsets[i]:col.Offsets[i+1]]))
-		}
-	}
+	return out, nil
 }
 
 func (p *Parser) get() (*parseConn, error) {

@@ -255,27 +255,30 @@ func TestDecompress(t *testing.T) {
 	}
 }
 
-func TestWriterReaderRoundTrip(t *testing.T) {
-	w := NewWriter([]byte{0xAA})
-	w.PutField(100)
-	w.PutUvarint(300)
-	w.PutVarint(-65)
-	w.PutBool(true)
-	w.PutString("duck")
-	w.PutBlock([]byte{1, 2, 3})
-	w.PutHugeint(Hugeint{Upper: -1, Lower: 7})
-	w.PutUhugeint(1, 2)
-	w.PutOptIdx(OptIdx{})
-	w.PutOptIdx(Idx(5))
-	w.PutPresent(false)
-	w.PutCount(2)
-	w.PutFloat64(1.5)
-	w.PutFloat32(-2)
-	w.PutEnd()
-	if w.Len() != len(w.Bytes()) || w.Bytes()[0] != 0xAA {
-		t.Fatal("Writer must append to dst")
+// TestAppendReaderRoundTrip writes each encoding the way the encoders do
+// (the append helpers, or inline where they write it inline: data blocks,
+// doubles) and reads it back with the Reader.
+func TestAppendReaderRoundTrip(t *testing.T) {
+	b := []byte{0xAA}
+	b = appendField(b, 100)
+	b = appendUvarint(b, 300)
+	b = appendVarint(b, -65)
+	b = appendBool(b, true)
+	b = appendString(b, "duck")
+	b = append(appendUvarint(b, 3), 1, 2, 3) // a data block
+	b = appendHugeint(b, Hugeint{Upper: -1, Lower: 7})
+	b = appendUvarint(appendUvarint(b, 1), 2) // a uhugeint
+	b = appendOptIdx(b, OptIdx{})
+	b = appendOptIdx(b, Idx(5))
+	b = appendBool(b, false) // a pointer's presence flag
+	b = appendUvarint(b, 2)  // a list count
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(1.5))
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(-2))
+	b = appendEnd(b)
+	if b[0] != 0xAA {
+		t.Fatal("the append helpers must append to their input")
 	}
-	r := NewReader(w.Bytes()[1:])
+	r := NewReader(b[1:])
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -323,7 +326,7 @@ func TestWriterReaderRoundTrip(t *testing.T) {
 		t.Errorf("float %v %v", v, err)
 	}
 	must(r.ExpectEnd())
-	if r.Remaining() != 0 || r.Offset() != len(w.Bytes())-1 || len(r.Rest()) != 0 {
+	if r.Remaining() != 0 || r.Offset() != len(b)-1 || len(r.Rest()) != 0 {
 		t.Errorf("%d bytes left", r.Remaining())
 	}
 	if _, err := r.ReadFloat64(); !errors.Is(err, ErrTruncated) {

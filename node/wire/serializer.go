@@ -35,72 +35,9 @@ const FieldEnd uint16 = 0xFFFF
 
 const unsetIdx = math.MaxUint64
 
-// Writer appends DuckDB BinarySerializer encodings to a byte slice. The zero
-// value is ready to use; NewWriter starts from an existing buffer.
-type Writer struct {
-	buf []byte
-}
-
-// NewWriter returns a Writer that appends to dst.
-func NewWriter(dst []byte) *Writer { return &Writer{buf: dst} }
-
-// Bytes returns the buffer with everything appended so far.
-func (w *Writer) Bytes() []byte { return w.buf }
-
-// Len returns the number of bytes in the buffer.
-func (w *Writer) Len() int { return len(w.buf) }
-
-// PutField writes a field id.
-func (w *Writer) PutField(id uint16) { w.buf = appendField(w.buf, id) }
-
-// PutEnd writes the end-of-object marker FF FF.
-func (w *Writer) PutEnd() { w.buf = append(w.buf, 0xFF, 0xFF) }
-
-// PutUvarint writes an unsigned LEB128 value (all unsigned integers, enums).
-func (w *Writer) PutUvarint(v uint64) { w.buf = appendUvarint(w.buf, v) }
-
-// PutVarint writes a signed LEB128 value (all signed integers).
-func (w *Writer) PutVarint(v int64) { w.buf = appendVarint(w.buf, v) }
-
-// PutBool writes a bool as one byte.
-func (w *Writer) PutBool(v bool) { w.buf = appendBool(w.buf, v) }
-
-// PutString writes a length-prefixed string.
-func (w *Writer) PutString(s string) { w.buf = appendString(w.buf, s) }
-
-// PutBlock writes a length-prefixed raw byte block ("data pointer").
-func (w *Writer) PutBlock(b []byte) {
-	w.buf = appendUvarint(w.buf, uint64(len(b)))
-	w.buf = append(w.buf, b...)
-}
-
-// PutHugeint writes a signed 128-bit integer: sleb(upper), uleb(lower).
-func (w *Writer) PutHugeint(h Hugeint) { w.buf = appendHugeint(w.buf, h) }
-
-// PutUhugeint writes an unsigned 128-bit integer: uleb(upper), uleb(lower).
-func (w *Writer) PutUhugeint(upper, lower uint64) {
-	w.buf = appendUvarint(w.buf, upper)
-	w.buf = appendUvarint(w.buf, lower)
-}
-
-// PutOptIdx writes an optional_idx; unset is 2^64-1.
-func (w *Writer) PutOptIdx(o OptIdx) { w.buf = appendOptIdx(w.buf, o) }
-
-// PutPresent writes the presence flag of a nullable pointer.
-func (w *Writer) PutPresent(present bool) { w.buf = appendBool(w.buf, present) }
-
-// PutCount writes the element count that precedes a list.
-func (w *Writer) PutCount(n int) { w.buf = appendUvarint(w.buf, uint64(n)) }
-
-// PutFloat64 writes a double as 8 raw little-endian bytes.
-func (w *Writer) PutFloat64(f float64) {
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, math.Float64bits(f))
-}
-
-// PutFloat32 writes a float as 4 raw little-endian bytes.
-func (w *Writer) PutFloat32(f float32) {
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, math.Float32bits(f))
-}
+// The append helpers below are the encoders' BinarySerializer primitives:
+// each appends one encoding to b and returns the extended slice. Field ids
+// are two little-endian bytes, integers LEB128, strings length-prefixed.
 
 func appendField(b []byte, id uint16) []byte { return append(b, byte(id), byte(id>>8)) }
 
@@ -153,16 +90,6 @@ func appendOptIdx(b []byte, o OptIdx) []byte {
 // entry points add the "wire:" prefix and the context.
 func errorf(kind error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, kind)...)
-}
-
-// uvarintLen returns the length of the minimal LEB128 encoding of v.
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }
 
 // Reader is a cursor over one BinarySerializer encoding. Its methods never
