@@ -32,7 +32,7 @@ vet:
 
 # fuzz runs every fuzz target of every decoder for FUZZTIME each.
 FUZZTIME ?= 30s
-FUZZ_PKGS := ./node/wire ./wal ./cluster
+FUZZ_PKGS := ./node/wire ./wal ./cluster ./routing/nodeapi
 fuzz:
 	@for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep ^Fuzz); do \

@@ -51,7 +51,7 @@ func TestTransferLeader(t *testing.T) {
 		want string
 	}{
 		{"unknown voter", []string{"--token", testcluster.Token, "--to", "nosuch"}, "no such voter"},
-		{"wrong token", []string{"--token", "wrong"}, "401"},
+		{"wrong token", []string{"--token", "wrong"}, "Authentication failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := cli(tc.args...)
