@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // recorder collects what every client saw: operations by outcome, errors
@@ -98,11 +99,17 @@ func errorKind(err error) string {
 	case !errors.As(err, &se):
 		return "transport"
 	}
+	if code := nodeapi.CodeOf(err); code != "" {
+		return strings.ReplaceAll(string(code), "_", " ")
+	}
+	// Errors without a code are the client's view of what the node it
+	// talked to gave up on.
 	for _, k := range []struct{ kind, text string }{
 		{"unknown outcome", "outcome unknown"},
 		{"not leader", "not the leader"},
 		{"no leader", "no leader known"},
-		{"forward failed", "forwarding to the leader failed"},
+		{"forward failed", "node unreachable"},
+		{"forward failed", "leader changed while a write was forwarded"},
 		{"server timeout", "deadline exceeded"},
 		{"store closed", "store closed"},
 	} {
