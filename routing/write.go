@@ -108,8 +108,11 @@ func (e *Executor) forwardWrite(ctx context.Context, addr string, cmd wal.Comman
 		}
 	}()
 	res, err := e.remote.Write(fctx, addr, cmd)
-	if err != nil && ctx.Err() == nil && fctx.Err() != nil {
+	switch {
+	case err != nil && ctx.Err() == nil && fctx.Err() != nil:
 		return nil, fmt.Errorf("%w (from %s)", errLeaderChanged, leader)
+	case errors.Is(err, nodeapi.ErrUnreachable):
+		return nil, fmt.Errorf("duckraft: forwarding the write to the leader %s failed: %w", leader, err)
 	}
 	return res, err
 }

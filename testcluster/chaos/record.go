@@ -108,7 +108,7 @@ func errorKind(err error) string {
 		{"unknown outcome", "outcome unknown"},
 		{"not leader", "not the leader"},
 		{"no leader", "no leader known"},
-		{"forward failed", "node unreachable"},
+		{"forward failed", "forwarding the write to the leader"},
 		{"forward failed", "leader changed while a write was forwarded"},
 		{"server timeout", "deadline exceeded"},
 		{"store closed", "store closed"},
