@@ -9,12 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
-	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -292,76 +290,4 @@ func splitTableName(name string) (schema, table string) {
 		return "main", strings.TrimSpace(parts[0])
 	}
 	return strings.TrimSpace(parts[len(parts)-2]), strings.TrimSpace(parts[len(parts)-1])
-}
-
-// transaction handles BEGIN … COMMIT: writes are collected and applied as
-// one Raft entry at COMMIT, so the transaction commits atomically on every
-// node. Reads inside it see the committed state.
-func (e *Executor) transaction(ctx context.Context, s *node.Session, st *sessionState, stmts []classify.Statement) (node.Rows, error) {
-	var last node.Rows
-	for _, stmt := range stmts {
-		if last != nil {
-			last.Close()
-			last = nil
-		}
-		st.mu.Lock()
-		txn := st.txn
-		st.mu.Unlock()
-		switch stmt.Class {
-		case classify.Begin:
-			if txn != nil {
-				return nil, errors.New("TransactionContext Error: cannot start a transaction within a transaction")
-			}
-			st.mu.Lock()
-			st.txn = &pendingTxn{}
-			st.mu.Unlock()
-			last = successRows()
-		case classify.Commit:
-			if txn == nil {
-				return nil, errors.New("TransactionContext Error: cannot commit - no transaction is active")
-			}
-			st.mu.Lock()
-			st.txn = nil
-			st.mu.Unlock()
-			if len(txn.entries) > 0 {
-				if _, err := e.write(ctx, st, newCommand(txn.entries)); err != nil {
-					return nil, err
-				}
-			}
-			last = successRows()
-		case classify.Rollback:
-			if txn == nil {
-				return nil, errors.New("TransactionContext Error: cannot rollback - no transaction is active")
-			}
-			st.mu.Lock()
-			st.txn = nil
-			st.mu.Unlock()
-			last = successRows()
-		case classify.Read:
-			rows, err := e.read(ctx, s, st, stmt.SQL)
-			if err != nil {
-				return nil, err
-			}
-			last = rows
-		case classify.Session:
-			rows, err := node.LocalExecutor{}.Query(ctx, s, stmt.SQL)
-			if err != nil {
-				return nil, err
-			}
-			last = rows
-		default:
-			if st.addToTxn(wal.Statement{SQL: stmt.SQL}) {
-				last = countRows(nil)
-				continue
-			}
-			res, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Statement{SQL: stmt.SQL}}))
-			if err != nil {
-				return nil, err
-			}
-			if last, err = resultRows(res); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return last, nil
 }
