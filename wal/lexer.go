@@ -272,6 +272,18 @@ func isOpChar(c byte) bool { return strings.IndexByte("+-*/<>=~!@#%^&|`:", c) >=
 // Significant reports whether t carries meaning (is not space or a comment).
 func (t Token) Significant() bool { return t.Kind != TokSpace && t.Kind != TokComment }
 
+// SignificantTokens returns the tokens of toks that carry meaning, in order,
+// leaving out space and comments.
+func SignificantTokens(toks []Token) []Token {
+	var sig []Token
+	for _, t := range toks {
+		if t.Significant() {
+			sig = append(sig, t)
+		}
+	}
+	return sig
+}
+
 // SplitStatements splits sql on top-level semicolons and returns each
 // statement's text, trimmed of surrounding space, leaving out the semicolons
 // and statements that are empty or only comments.

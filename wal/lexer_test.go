@@ -119,3 +119,20 @@ func FuzzLex(f *testing.F) {
 		Deterministic(sql, leaderTime, testVolatile)
 	})
 }
+
+func TestSignificantTokens(t *testing.T) {
+	toks, err := Lex("/* c */ SET x -- d\n = 'a' ;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tok := range SignificantTokens(toks) {
+		got = append(got, tok.Text)
+	}
+	if want := []string{"SET", "x", "=", "'a'", ";"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("SignificantTokens = %q, want %q", got, want)
+	}
+	if sig := SignificantTokens(nil); sig != nil {
+		t.Errorf("SignificantTokens(nil) = %v", sig)
+	}
+}
