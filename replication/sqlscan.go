@@ -11,158 +11,60 @@ import (
 	"github.com/duckraft/duckraft/wal"
 )
 
-// scanCode calls visit with the index of every byte of sql that is code:
-// outside string literals, quoted identifiers, dollar-quoted strings and
-// comments. It stops when visit returns false. Unterminated quotes and
-// comments run to the end of sql.
-func scanCode(sql string, visit func(i int) bool) {
-	n := len(sql)
-	for i := 0; i < n; {
-		c := sql[i]
-		switch {
-		case c == '\'':
-			escapes := i > 0 && (sql[i-1] == 'e' || sql[i-1] == 'E') && (i < 2 || !isIdent(sql[i-2]))
-			i = skipQuoted(sql, i, '\'', escapes)
-		case c == '"':
-			i = skipQuoted(sql, i, '"', false)
-		case c == '-' && i+1 < n && sql[i+1] == '-':
-			if j := strings.IndexByte(sql[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = n
-			}
-		case c == '/' && i+1 < n && sql[i+1] == '*':
-			i = skipBlockComment(sql, i)
-		case c == '$' && dollarTag(sql, i) != "":
-			tag := dollarTag(sql, i)
-			if j := strings.Index(sql[i+len(tag):], tag); j >= 0 {
-				i += len(tag) + j + len(tag)
-			} else {
-				i = n
-			}
-		default:
-			if !visit(i) {
-				return
-			}
-			i++
-		}
-	}
+// code returns the tokens of sql that carry meaning, as wal's lexer reads
+// them: not space or comments. An unterminated string, quoted identifier or
+// comment is one token running to the end of sql; DuckDB reports the error.
+func code(sql string) []wal.Token {
+	toks, _ := wal.Lex(sql)
+	return wal.SignificantTokens(toks)
 }
 
-// skipQuoted returns the index after the quote that closes the one at i; a
-// doubled quote is an escaped quote, and so is a backslash one in E'…'.
-func skipQuoted(sql string, i int, q byte, escapes bool) int {
-	for j := i + 1; j < len(sql); j++ {
-		switch {
-		case escapes && sql[j] == '\\':
-			j++
-		case sql[j] == q:
-			if j+1 < len(sql) && sql[j+1] == q {
-				j++
-				continue
-			}
-			return j + 1
+// firstKeyword returns the first word of code in sql, after any opening
+// parentheses, upper-cased: the statement's keyword if it starts with one.
+// The word is the first token's leading ASCII letters, digits and
+// underscores (the whole token if it has none) because DuckDB runs
+// COMMITé, which lexes as one identifier, as COMMIT.
+func firstKeyword(sql string) string {
+	for _, t := range code(sql) {
+		if t.IsPunct('(') {
+			continue
 		}
-	}
-	return len(sql)
-}
-
-// skipBlockComment returns the index after the (possibly nested) comment
-// that starts at i.
-func skipBlockComment(sql string, i int) int {
-	depth := 0
-	for j := i; j+1 < len(sql); j++ {
-		switch {
-		case sql[j] == '/' && sql[j+1] == '*':
-			depth++
-			j++
-		case sql[j] == '*' && sql[j+1] == '/':
-			depth--
-			j++
-			if depth == 0 {
-				return j + 1
-			}
+		w := t.Text
+		if n := strings.IndexFunc(w, func(r rune) bool { return !isASCIIWordChar(r) }); n > 0 {
+			w = w[:n]
 		}
-	}
-	return len(sql)
-}
-
-// dollarTag returns the $tag$ that opens a dollar-quoted string at i, or "".
-// A $ followed by a digit is a parameter, not a tag.
-func dollarTag(sql string, i int) string {
-	if i > 0 && isIdent(sql[i-1]) {
-		return ""
-	}
-	for j := i + 1; j < len(sql); j++ {
-		c := sql[j]
-		if c == '$' {
-			return sql[i : j+1]
-		}
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || j > i+1 && c >= '0' && c <= '9') {
-			return ""
-		}
+		return strings.ToUpper(w)
 	}
 	return ""
 }
 
-func isIdent(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+func isASCIIWordChar(r rune) bool {
+	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
-// firstKeyword returns the first word of code in sql, upper-cased.
-func firstKeyword(sql string) string {
-	start, end := -1, -1
-	scanCode(sql, func(i int) bool {
-		c := sql[i]
-		switch {
-		case start < 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '('):
-			return true
-		case start < 0 && isIdent(c):
-			start, end = i, i+1
-			return true
-		case start < 0:
-			start, end = i, i+1
-			return false
-		case i == end && isIdent(c):
-			end++
-			return true
-		}
-		return false
-	})
-	if start < 0 {
-		return ""
-	}
-	return strings.ToUpper(sql[start:end])
-}
-
-// hasWord reports whether the word w (upper case) appears in the code of
-// sql as a whole word.
+// hasWord reports whether the bare word w appears in the code of sql.
 func hasWord(sql, w string) bool {
-	found := false
-	scanCode(sql, func(i int) bool {
-		if i > 0 && isIdent(sql[i-1]) || i+len(w) > len(sql) || !strings.EqualFold(sql[i:i+len(w)], w) {
+	for _, t := range code(sql) {
+		if t.Is(w) {
 			return true
 		}
-		found = i+len(w) == len(sql) || !isIdent(sql[i+len(w)])
-		return !found
-	})
-	return found
+	}
+	return false
 }
 
-// multipleStatements reports whether sql holds code after a semicolon.
+// multipleStatements reports whether sql holds code after a semicolon
+// other than more semicolons.
 func multipleStatements(sql string) bool {
-	semi, more := false, false
-	scanCode(sql, func(i int) bool {
-		switch c := sql[i]; {
-		case c == ';':
+	semi := false
+	for _, t := range code(sql) {
+		switch {
+		case t.IsPunct(';'):
 			semi = true
-		case semi && c != ' ' && c != '\t' && c != '\n' && c != '\r':
-			more = true
-			return false
+		case semi:
+			return true
 		}
-		return true
-	})
-	return more
+	}
+	return false
 }
 
 // refusedKeywords start statements that would break the apply transaction
@@ -193,51 +95,40 @@ func checkStatement(sql string) error {
 
 // inlineParams replaces the ? and $n placeholders of sql with SQL literals of
 // params, for statements run through Conn.Query, which binds no parameters.
+// A ? takes the next parameter. DuckDB reads ?n as $n, but the applier has
+// always read it as ? followed by the number n, and every node must go on
+// applying old log entries as it did.
 func inlineParams(sql string, params []wal.Param) (string, error) {
+	toks, _ := wal.Lex(sql)
 	var b strings.Builder
-	last, next := 0, 0
-	var err error
-	skipTo := 0
-	scanCode(sql, func(i int) bool {
-		if i < skipTo {
-			return true
+	next := 0
+	for _, t := range toks {
+		if t.Kind != wal.TokParam || t.Text[0] == '$' && !isDigit(t.Text[1]) {
+			b.WriteString(t.Text)
+			continue
 		}
 		var p int
-		switch {
-		case sql[i] == '?':
-			p = next
+		rest := ""
+		if t.Text[0] == '?' {
+			p, rest = next, t.Text[1:]
 			next++
-			skipTo = i + 1
-		case sql[i] == '$' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9':
-			j := i + 1
-			for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
-				j++
-			}
-			n, perr := strconv.Atoi(sql[i+1 : j])
-			if perr != nil || n < 1 {
-				err = fmt.Errorf("bad parameter %q", sql[i:j])
-				return false
+		} else {
+			n, err := strconv.Atoi(t.Text[1:])
+			if err != nil || n < 1 {
+				return "", fmt.Errorf("bad parameter %q", t.Text)
 			}
 			p = n - 1
-			skipTo = j
-		default:
-			return true
 		}
 		if p >= len(params) {
-			err = fmt.Errorf("statement refers to parameter %d of %d", p+1, len(params))
-			return false
+			return "", fmt.Errorf("statement refers to parameter %d of %d", p+1, len(params))
 		}
-		b.WriteString(sql[last:i])
 		b.WriteString(sqlLiteral(params[p]))
-		last = skipTo
-		return true
-	})
-	if err != nil {
-		return "", err
+		b.WriteString(rest)
 	}
-	b.WriteString(sql[last:])
 	return b.String(), nil
 }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // sqlLiteral renders p as a typed SQL literal.
 func sqlLiteral(p wal.Param) string {

@@ -2,8 +2,9 @@ package routing
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/duckraft/duckraft/wal"
 )
 
 // Level is a read consistency level.
@@ -32,15 +33,45 @@ func ParseLevel(s string) (Level, error) {
 	return "", fmt.Errorf("duckraft: unknown consistency level %q: use strong, session, bounded or any", s)
 }
 
-var setConsistency = regexp.MustCompile(`(?is)^\s*SET\s+(?:SESSION\s+)?duckraft_consistency\s*(?:=|TO)\s*'([^']*)'\s*;?\s*$`)
-
 // consistencySetting recognises SET duckraft_consistency = '…', which the
-// router handles itself.
+// router handles itself. The value is a plain string without quotes in it.
 func consistencySetting(sql string) (Level, bool, error) {
-	m := setConsistency.FindStringSubmatch(sql)
-	if m == nil {
+	v, ok := setStatement(sql, "duckraft_consistency")
+	if !ok || v.Kind != wal.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
 		return "", false, nil
 	}
-	l, err := ParseLevel(m[1])
+	l, err := ParseLevel(v.Text[1 : len(v.Text)-1])
 	return l, true, err
+}
+
+// setStatement recognises SET [SESSION] name (= | TO) value [;] as the whole
+// of sql, but for space and comments, and returns the value's token.
+func setStatement(sql, name string) (wal.Token, bool) {
+	sig, ok := significant(sql)
+	if !ok {
+		return wal.Token{}, false
+	}
+	k := 1
+	if len(sig) > 1 && sig[1].Is("session") {
+		k = 2
+	}
+	if len(sig) != k+3 || !sig[0].Is("set") || !sig[k].Is(name) ||
+		!(sig[k+1].Kind == wal.TokOp && sig[k+1].Text == "=" || sig[k+1].Is("to")) {
+		return wal.Token{}, false
+	}
+	return sig[k+2], true
+}
+
+// significant returns the tokens of sql that carry meaning, without a final
+// semicolon; ok is false if sql does not lex.
+func significant(sql string) ([]wal.Token, bool) {
+	toks, err := wal.Lex(sql)
+	if err != nil {
+		return nil, false
+	}
+	sig := wal.SignificantTokens(toks)
+	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
+		sig = sig[:n-1]
+	}
+	return sig, true
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
+	"github.com/duckraft/duckraft/wal"
 )
 
 // Split scans: how many times the router re-pins before it falls back to
@@ -24,34 +25,57 @@ const (
 	maxSplit      = 16
 )
 
-var setSplit = regexp.MustCompile(`(?is)^\s*SET\s+(?:SESSION\s+)?duckraft_split_scan\s*(?:=|TO)\s*'?(\d+)'?\s*;?\s*$`)
-
 // splitSetting recognises SET duckraft_split_scan = R, which the router
 // handles itself (0 or 1 turns split scans off).
 func splitSetting(sql string) (int, bool, error) {
-	m := setSplit.FindStringSubmatch(sql)
-	if m == nil {
+	v, ok := setStatement(sql, "duckraft_split_scan")
+	digits := v.Text
+	switch {
+	case ok && v.Kind == wal.TokString && digits[0] == '\'':
+		digits = digits[1 : len(digits)-1]
+	case !ok || v.Kind != wal.TokNumber:
 		return 0, false, nil
 	}
-	n, err := strconv.Atoi(m[1])
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(digits)
 	if err != nil || n > maxSplit {
 		return 0, true, fmt.Errorf("duckraft: duckraft_split_scan must be between 0 and %d", maxSplit)
 	}
 	return n, true, nil
 }
 
-// splittable is the one statement shape a split scan serves: all columns of
-// one table, no filter, order or limit, so that the shares' union is the
-// whole answer.
-var splittable = regexp.MustCompile(`(?is)^\s*SELECT\s+\*\s+FROM\s+((?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)){0,2})\s*;?\s*$`)
-
-// splitTable returns the table a splittable statement scans.
+// splitTable returns the table a splittable statement scans. A split scan
+// serves one statement shape, SELECT * FROM name[.name[.name]], all columns
+// of one table with no filter, order or limit, so that the shares' union is
+// the whole answer.
 func splitTable(sql string) (string, bool) {
-	m := splittable.FindStringSubmatch(sql)
-	if m == nil {
+	sig, ok := significant(sql)
+	if !ok || len(sig) < 4 || !sig[0].Is("select") || sig[1].Kind != wal.TokOp || sig[1].Text != "*" || !sig[2].Is("from") {
 		return "", false
 	}
-	return m[1], true
+	name := sig[3:]
+	if len(name) > 5 || len(name)%2 == 0 {
+		return "", false
+	}
+	for i, t := range name {
+		if i%2 == 0 && !namePart(t) || i%2 == 1 && !t.IsPunct('.') {
+			return "", false
+		}
+	}
+	last := name[len(name)-1]
+	return sql[name[0].Pos : last.Pos+len(last.Text)], true
+}
+
+// namePart reports whether t can be one part of a table's name: a quoted
+// identifier or a bare ASCII word. wal's lexer reads every non-ASCII byte as
+// part of a word, and DuckDB reads some (U+00A0, no-break space) as space.
+func namePart(t wal.Token) bool {
+	if t.Kind == wal.TokQuotedIdent {
+		return len(t.Text) > 2
+	}
+	return t.Kind == wal.TokIdent && strings.Trim(strings.ToLower(t.Text), "abcdefghijklmnopqrstuvwxyz0123456789_$") == ""
 }
 
 // shareSQL is share k of r of a scan of table: the rows whose content hashes

@@ -573,12 +573,7 @@ func startsQuery(t Token) bool {
 // for a statement without words.
 func Verb(toks []Token) (string, int) {
 	k := 0
-	var sig []Token
-	for _, t := range toks {
-		if t.Significant() {
-			sig = append(sig, t)
-		}
-	}
+	sig := SignificantTokens(toks)
 	if len(sig) == 0 {
 		return "", -1
 	}

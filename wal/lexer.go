@@ -197,21 +197,30 @@ func quoted(sql string, i int, q byte, backslash bool) (int, bool) {
 }
 
 // number returns the end of the numeric literal at sql[i]. It is generous
-// (digits, letters for hex and exponents, underscores, one dot) because only
-// the token's extent matters here, not its value.
+// (digits, underscores between digits, one dot, one exponent, and letters for
+// hex) because only the token's extent matters here, not its value. Letters,
+// or an underscore, that do not continue the number take the rest of a word
+// with them, '$' included: DuckDB reads 1x$a$ as 1 AS x$a$, so the $a$ there
+// opens no dollar-quoted string. After digits alone a '$' does (1$a$…$a$).
 func number(sql string, i int) int {
 	j := i
-	dot := false
+	dot, exp := false, false
 	for j < len(sql) {
 		c := sql[j]
 		switch {
-		case isDigit(c) || c == '_':
-		case c == '.' && !dot && !(j+1 < len(sql) && sql[j+1] == '.'):
+		case isDigit(c) || c == '_' && j+1 < len(sql) && isDigit(sql[j+1]):
+		case c == '.' && !dot && !exp && !(j+1 < len(sql) && sql[j+1] == '.'):
 			dot = true
-		case (c == 'e' || c == 'E') && j+1 < len(sql) && (sql[j+1] == '+' || sql[j+1] == '-') &&
-			j+2 < len(sql) && isDigit(sql[j+2]) && !isHex(sql[i:j]):
-			j++
+		case (c == 'e' || c == 'E') && !exp && exponent(sql, j+1):
+			exp = true
+			if !isDigit(sql[j+1]) {
+				j++
+			}
 		case isIdentStart(c) && c < 0x80:
+			for j < len(sql) && isIdentPart(sql[j]) {
+				j++
+			}
+			continue
 		default:
 			return j
 		}
@@ -220,7 +229,13 @@ func number(sql string, i int) int {
 	return j
 }
 
-func isHex(s string) bool { return len(s) > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') }
+// exponent reports whether sql[j:] holds an exponent's digits: [+-]digit.
+func exponent(sql string, j int) bool {
+	if j < len(sql) && (sql[j] == '+' || sql[j] == '-') {
+		j++
+	}
+	return j < len(sql) && isDigit(sql[j])
+}
 
 // dollar lexes what starts with '$': a positional ($1) or named ($name)
 // parameter, or a dollar-quoted string ($$…$$, $tag$…$tag$).
@@ -271,6 +286,18 @@ func isOpChar(c byte) bool { return strings.IndexByte("+-*/<>=~!@#%^&|`:", c) >=
 
 // Significant reports whether t carries meaning (is not space or a comment).
 func (t Token) Significant() bool { return t.Kind != TokSpace && t.Kind != TokComment }
+
+// SignificantTokens returns the tokens of toks that carry meaning, in order,
+// leaving out space and comments.
+func SignificantTokens(toks []Token) []Token {
+	var sig []Token
+	for _, t := range toks {
+		if t.Significant() {
+			sig = append(sig, t)
+		}
+	}
+	return sig
+}
 
 // SplitStatements splits sql on top-level semicolons and returns each
 // statement's text, trimmed of surrounding space, leaving out the semicolons

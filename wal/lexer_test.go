@@ -30,6 +30,16 @@ func TestLex(t *testing.T) {
 		{"a::DATE", []tok{{TokIdent, "a"}, {TokOp, "::"}, {TokIdent, "DATE"}}},
 		{"1.5e-3+.5", []tok{{TokNumber, "1.5e-3"}, {TokOp, "+"}, {TokNumber, ".5"}}},
 		{"0xff 1_000", []tok{{TokNumber, "0xff"}, {TokSpace, " "}, {TokNumber, "1_000"}}},
+		// DuckDB reads 1x$a$ as 1 AS x$a$: no dollar quote opens there, nor
+		// after 1_, 1.e or a second exponent; it does after digits.
+		{"1x$a$;", []tok{{TokNumber, "1x$a$"}, {TokPunct, ";"}}},
+		{"1_$a$;", []tok{{TokNumber, "1_$a$"}, {TokPunct, ";"}}},
+		{"1.e$a$;", []tok{{TokNumber, "1.e$a$"}, {TokPunct, ";"}}},
+		{"1e5e5$a$;", []tok{{TokNumber, "1e5e5$a$"}, {TokPunct, ";"}}},
+		{"1$a$;$a$", []tok{{TokNumber, "1"}, {TokString, "$a$;$a$"}}},
+		{"1e5$a$;$a$", []tok{{TokNumber, "1e5"}, {TokString, "$a$;$a$"}}},
+		{"1.5e-3$a$;$a$", []tok{{TokNumber, "1.5e-3"}, {TokString, "$a$;$a$"}}},
+		{"1e5.5", []tok{{TokNumber, "1e5"}, {TokNumber, ".5"}}},
 		{"l[1:2]", []tok{{TokIdent, "l"}, {TokPunct, "["}, {TokNumber, "1"}, {TokOp, ":"}, {TokNumber, "2"}, {TokPunct, "]"}}},
 		{"a-->b", []tok{{TokIdent, "a"}, {TokComment, "-->b"}}},
 		{"a+-- c", []tok{{TokIdent, "a"}, {TokOp, "+"}, {TokComment, "-- c"}}},
@@ -118,4 +128,21 @@ func FuzzLex(f *testing.F) {
 		SplitStatements(sql)
 		Deterministic(sql, leaderTime, testVolatile)
 	})
+}
+
+func TestSignificantTokens(t *testing.T) {
+	toks, err := Lex("/* c */ SET x -- d\n = 'a' ;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tok := range SignificantTokens(toks) {
+		got = append(got, tok.Text)
+	}
+	if want := []string{"SET", "x", "=", "'a'", ";"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("SignificantTokens = %q, want %q", got, want)
+	}
+	if sig := SignificantTokens(nil); sig != nil {
+		t.Errorf("SignificantTokens(nil) = %v", sig)
+	}
 }
