@@ -598,11 +598,14 @@ func (s *Store) AppliedIndex() uint64 { return s.fsm.Applied() }
 func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
 
 // WaitForApplied waits until this node has applied index idx: a read after
-// it sees every write up to idx.
+// it sees every write up to idx. Entries raft never passes to the FSM (the
+// no-op a new leader commits) count as applied, so a commit index that
+// ends in one is reached: without that, a new session on a node whose last
+// entry is an election's no-op waited for an index the FSM never reports.
 func (s *Store) WaitForApplied(ctx context.Context, idx uint64) error {
 	for {
 		ch, halted := s.fsm.watch()
-		if s.fsm.Applied() >= idx {
+		if s.appliedThrough(idx) {
 			return nil
 		}
 		if halted != nil {
@@ -610,6 +613,9 @@ func (s *Store) WaitForApplied(ctx context.Context, idx uint64) error {
 		}
 		select {
 		case <-ch:
+		case <-time.After(10 * time.Millisecond):
+			// Entries the FSM never sees do not move the applied index;
+			// re-check the log for them.
 		case <-ctx.Done():
 			return fmt.Errorf("wait for index %d (applied %d): %w", idx, s.fsm.Applied(), ctx.Err())
 		case <-s.closing:

@@ -235,3 +235,32 @@ func TestGatherEndsWhenWritersAreBack(t *testing.T) {
 		t.Fatalf("the first writer took %s for %d writes: a gather waited out its idle gap", first, each)
 	}
 }
+
+// A node restarted with no write since has the new term's no-op as its
+// last committed entry, which the FSM never sees: waiting for the commit
+// index (what a new session reads after) must still return, or every new
+// session's first read is refused.
+func TestWaitForCommitAfterElection(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	nd := nodes[0]
+	mustExec(t, nd.store, stmt("CREATE TABLE t(i INTEGER)"))
+	nd.stop(t, true)
+	nd.start(t, false)
+	waitLeader(t, nodes)
+	// The new term's no-op commits shortly after the election.
+	waitFor(t, 10*time.Second, "the new term's no-op to commit", func() bool {
+		return nd.store.CommitIndex() > nd.store.AppliedIndex()
+	})
+	commit := nd.store.CommitIndex()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nd.store.WaitForApplied(ctx, commit); err != nil {
+		t.Fatalf("wait for the commit index %d after an election (applied %d): %v", commit, nd.store.AppliedIndex(), err)
+	}
+	// An index no entry has reached yet is still waited for.
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if err := nd.store.WaitForApplied(short, commit+1); err == nil {
+		t.Fatalf("index %d, beyond the log, counted as applied", commit+1)
+	}
+}
