@@ -172,10 +172,13 @@ type Store struct {
 	// queuedAtAnswer is how many proposals were queued when the last
 	// entry was answered, for the next gather.
 	queuedAtAnswer atomic.Int64
-	closing        chan struct{}
-	closeOnce      sync.Once
-	closeErr       error
-	wg             sync.WaitGroup
+	// gathers counts the gathers that held an entry for more writes.
+	// Tests read it.
+	gathers   atomic.Int64
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
 }
 
 // Open starts the Store: it opens (or creates) the Raft state in cfg.Dir,
@@ -413,6 +416,18 @@ func (s *Store) propose() {
 			respond(batch, cmdResult{err: err})
 			continue
 		}
+		select {
+		case <-s.closing:
+			// Close began (a gather ends on it). Raft is shutting
+			// down and may never answer an entry proposed now (one
+			// left in its buffered apply queue is dropped), and
+			// Close waits for every answer.
+			<-inflight
+			respond(batch, cmdResult{err: ErrClosed})
+			s.failQueued()
+			return
+		default:
+		}
 		f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 		s.wg.Add(1)
 		go func() {
@@ -429,6 +444,7 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 	if len(batch) >= want {
 		return batch
 	}
+	s.gathers.Add(1)
 	deadline := time.NewTimer(s.cfg.GatherMax)
 	defer deadline.Stop()
 	idle := time.NewTimer(s.cfg.GatherIdle)

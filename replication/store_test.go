@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -234,4 +237,85 @@ func TestGatherEndsWhenWritersAreBack(t *testing.T) {
 	if first >= wait {
 		t.Fatalf("the first writer took %s for %d writes: a gather waited out its idle gap", first, each)
 	}
+}
+
+// Close ends a gather that holds writes: they fail with ErrClosed rather
+// than go to a raft that is shutting down. With BatchApplyCh raft drops an
+// entry still in its apply queue when it stops (hashicorp/raft#498), so
+// its future never resolves and Close, which waits for every answer,
+// hung.
+func TestCloseEndsHeldGather(t *testing.T) {
+	logs := &gatedLogs{held: make(chan struct{})}
+	nodes := startCluster(t, 1, func(c *Config) {
+		c.GatherMax, c.GatherIdle = time.Minute, time.Minute
+		c.WrapLogStore = func(l raft.LogStore) raft.LogStore { logs.LogStore = l; return logs }
+	})
+	s := nodes[0].store
+	mustExec(t, s, stmt("CREATE TABLE t(i INTEGER)"))
+	exec := func(i int) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?)", i))
+			errc <- err
+		}()
+		return errc
+	}
+	// A write's entry waits at the gate while a second write queues
+	// behind it; once the first is answered the gather holds the second
+	// for the first's writer, which does not come back. The second may
+	// queue too late and go out alone: then try again.
+	var held chan error
+	for round := 0; held == nil; round++ {
+		if round == 100 {
+			t.Fatal("the second write never queued behind the first in 100 rounds")
+		}
+		gate := make(chan struct{})
+		logs.gate.Store(&gate)
+		first := exec(2 * round)
+		<-logs.held
+		second := exec(2*round + 1)
+		time.Sleep(10 * time.Millisecond) // time to queue; retried if not
+		logs.gate.Store(nil)
+		close(gate)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the second write held or answered", func() bool {
+			return s.gathers.Load() > 0 || len(second) > 0
+		})
+		if s.gathers.Load() > 0 {
+			held = second
+		} else if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		nodes[0].store, nodes[0].db = nil, nil // left behind: cleanup would wait too
+		t.Fatal("Close still waits 30 s after it began, with a gather holding a write")
+	}
+	if err := <-held; !errors.Is(err, ErrClosed) {
+		t.Fatalf("held write: err = %v, want ErrClosed", err)
+	}
+}
+
+// gatedLogs holds each StoreLogs while its gate is set, after telling held.
+type gatedLogs struct {
+	raft.LogStore
+	gate atomic.Pointer[chan struct{}]
+	held chan struct{}
+}
+
+func (g *gatedLogs) StoreLogs(logs []*raft.Log) error {
+	if gate := g.gate.Load(); gate != nil {
+		g.held <- struct{}{}
+		<-*gate
+	}
+	return g.LogStore.StoreLogs(logs)
 }
