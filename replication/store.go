@@ -169,13 +169,18 @@ type Store struct {
 	readyTerm atomic.Uint64
 
 	proposals chan *proposal
-	// queuedAtAnswer is how many proposals were queued when the last
-	// entry was answered, for the next gather.
-	queuedAtAnswer atomic.Int64
-	closing        chan struct{}
-	closeOnce      sync.Once
-	closeErr       error
-	wg             sync.WaitGroup
+	// answered counts the log entries proposed and answered; a proposal
+	// records it when queued, so the next gather knows whether the
+	// proposal waited for the entry in flight (see propose).
+	answered atomic.Uint64
+	// gathers counts the gathers that held an entry for more writes, and
+	// gatherTimeouts those of them that ended on GatherIdle or GatherMax
+	// instead of on the count of writers expected back. Tests read them.
+	gathers, gatherTimeouts atomic.Int64
+	closing                 chan struct{}
+	closeOnce               sync.Once
+	closeErr                error
+	wg                      sync.WaitGroup
 }
 
 // Open starts the Store: it opens (or creates) the Raft state in cfg.Dir,
@@ -310,6 +315,11 @@ func needRestore(applied uint64, snaps raft.SnapshotStore, logs raft.LogStore) (
 type proposal struct {
 	cmd  wal.Command
 	done chan cmdResult
+	// answered is Store.answered when the proposal was queued: lower
+	// than the count once the entry in flight is answered means the
+	// proposal waited for that entry, so its writer is not one of the
+	// entry's (a writer has one write outstanding).
+	answered uint64
 }
 
 // Execute proposes cmd on the leader, waits until it is applied locally and
@@ -334,7 +344,7 @@ func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, erro
 	if _, err := (wal.Batch{Commands: []wal.Command{cmd}}).MarshalBinary(); err != nil {
 		return nil, err
 	}
-	p := &proposal{cmd: cmd, done: make(chan cmdResult, 1)}
+	p := &proposal{cmd: cmd, done: make(chan cmdResult, 1), answered: s.answered.Load()}
 	select {
 	case s.proposals <- p:
 	case <-ctx.Done():
@@ -365,19 +375,16 @@ func (s *Store) propose() {
 			s.failQueued()
 			return
 		}
-		busy := false
 		select {
 		case inflight <- struct{}{}:
-		default:
-			busy = true
-			select {
-			case inflight <- struct{}{}:
-			case <-s.closing:
-				respond(batch, cmdResult{err: ErrClosed})
-				s.failQueued()
-				return
-			}
+		case <-s.closing:
+			respond(batch, cmdResult{err: ErrClosed})
+			s.failQueued()
+			return
 		}
+		// One entry in flight at most: every entry proposed so far
+		// is answered now.
+		answered := s.answered.Load()
 	more:
 		for len(batch) < s.cfg.MaxBatch {
 			select {
@@ -391,16 +398,23 @@ func (s *Store) propose() {
 		// that entry carried several. Their clients answer and send again
 		// within a moment; waiting for them fills one entry instead of
 		// splitting them into alternating half-full ones.
-		if (busy || last > 1) && s.cfg.GatherMax > 0 {
-			// The writers to wait for: the last entry's, about to
-			// come back, and those that were queued behind it when it
-			// was answered (the one in hand among them). Writers that
-			// came back since are already counted in last.
-			want := last
-			if busy {
-				want += 1 + int(s.queuedAtAnswer.Load())
+		//
+		// The writers to wait for: the last entry's, about to come
+		// back, and those in hand that were queued before it was
+		// answered. A write in hand that was queued after the answer
+		// may be one of the last entry's writers come back, so it is
+		// not counted again. When the proposer took a write does not
+		// tell: it can take one between the answer and the release of
+		// the in-flight slot. The count the write recorded when it was
+		// queued does.
+		waited := 0
+		for _, p := range batch {
+			if p.answered < answered {
+				waited++
 			}
-			batch = s.gather(batch, want)
+		}
+		if (waited > 0 || last > 1) && s.cfg.GatherMax > 0 {
+			batch = s.gather(batch, last+waited)
 		}
 		last = len(batch)
 		b := wal.Batch{Commands: make([]wal.Command, len(batch))}
@@ -412,6 +426,18 @@ func (s *Store) propose() {
 			<-inflight
 			respond(batch, cmdResult{err: err})
 			continue
+		}
+		select {
+		case <-s.closing:
+			// Close began (a gather ends on it). Raft is shutting
+			// down and may never answer an entry proposed now (one
+			// left in its buffered apply queue is dropped), and
+			// Close waits for every answer.
+			<-inflight
+			respond(batch, cmdResult{err: ErrClosed})
+			s.failQueued()
+			return
+		default:
 		}
 		f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 		s.wg.Add(1)
@@ -429,6 +455,7 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 	if len(batch) >= want {
 		return batch
 	}
+	s.gathers.Add(1)
 	deadline := time.NewTimer(s.cfg.GatherMax)
 	defer deadline.Stop()
 	idle := time.NewTimer(s.cfg.GatherIdle)
@@ -442,8 +469,10 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 			}
 			idle.Reset(s.cfg.GatherIdle)
 		case <-idle.C:
+			s.gatherTimeouts.Add(1)
 			return batch
 		case <-deadline.C:
+			s.gatherTimeouts.Add(1)
 			return batch
 		case <-s.closing:
 			return batch
@@ -472,7 +501,9 @@ func respond(batch []*proposal, r cmdResult) {
 // finish waits for an entry to be applied and fans its results out.
 func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
 	err := f.Error()
-	s.queuedAtAnswer.Store(int64(len(s.proposals)))
+	// Before any write of the entry is answered, so that its writers'
+	// next writes record the new count.
+	s.answered.Add(1)
 	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):

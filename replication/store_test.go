@@ -3,9 +3,13 @@ package replication
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -156,83 +160,82 @@ func TestCluster(t *testing.T) {
 }
 
 // Concurrent closed-loop writers share log entries: the leader holds a
-// write briefly while the others' next writes arrive (group commit).
+// write while the others' next writes arrive (group commit). The gather's
+// timers are far longer than any write here, so every gather ends on the
+// count of writers it expects back, never on a timer, however slowly the
+// machine runs.
 func TestConcurrentWritesShareEntries(t *testing.T) {
-	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = 200*time.Millisecond, 50*time.Millisecond })
+	const wait = 10 * time.Second
+	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = wait, wait })
 	s := nodes[0].store
 	mustExec(t, s, stmt("CREATE TABLE t(w INTEGER, i INTEGER)"))
-	const writers, each = 8, 10
-	start := s.CommitIndex()
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				if _, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?, ?)", w, i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+	const writers, writes = 8, 160
+	idx := closedLoop(t, s, writers, func(n int) bool { return n >= writes })
+	if got := queryInt(t, nodes[0].db, "SELECT count(*) FROM t"); got < int64(len(idx)) {
+		t.Fatalf("%d rows, want at least the %d writes answered", got, len(idx))
 	}
-	wg.Wait()
-	entries := s.CommitIndex() - start
-	if got := queryInt(t, nodes[0].db, "SELECT count(*) FROM t"); got != writers*each {
-		t.Fatalf("%d rows, want %d", got, writers*each)
+	sizes := entrySizes(idx)
+	// Without the gather the writers split into two alternating groups
+	// of about writers/2.
+	if perEntry := float64(len(idx)) / float64(len(sizes)); perEntry < writers*3/4 {
+		t.Fatalf("%d writes took %d entries (%.1f per entry: %v), want at least %d per entry",
+			len(idx), len(sizes), perEntry, sizes, writers*3/4)
 	}
-	// Without the wait the writers split into two alternating groups of
-	// about writers/2.
-	if perEntry := float64(writers*each) / float64(entries); perEntry < writers*3/4 {
-		t.Fatalf("%d writes took %d entries (%.1f per entry), want at least %d per entry", writers*each, entries, perEntry, writers*3/4)
+	// Once every writer has joined, each entry carries all of them: the
+	// gather waits for the last entry's writers and adds those that
+	// missed it. The last entry seen may have been cut short by the stop.
+	full := false
+	for i, n := range sizes[:len(sizes)-1] {
+		full = full || n == writers
+		if full && n != writers {
+			t.Fatalf("entry %d of %v carries %d writes after one carried all %d writers", i, sizes, n, writers)
+		}
 	}
-	t.Logf("%d writes in %d entries", writers*each, entries)
+	if !full {
+		t.Fatalf("no entry carried all %d writers: %v", writers, sizes)
+	}
+	t.Logf("%d writes in %d entries: %v", len(idx), len(sizes), sizes)
 }
 
-// A lone writer is never held for company.
+// A lone writer is never held for company: no gather starts for it. (A
+// held write would wait out the timers; mustExec gives up after 10 s.)
 func TestLoneWriterIsNotHeld(t *testing.T) {
-	const wait = 2 * time.Second
+	const wait = 5 * time.Second
 	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = wait, wait })
 	s := nodes[0].store
 	mustExec(t, s, stmt("CREATE TABLE t(i INTEGER)"))
-	for i := range 3 {
-		t0 := time.Now()
+	for i := range 100 {
 		mustExec(t, s, stmt("INSERT INTO t VALUES (?)", i))
-		if d := time.Since(t0); d >= wait {
-			t.Fatalf("write %d took %s: held for the group-commit wait", i, d)
+		if n := s.gathers.Load(); n > 0 {
+			t.Fatalf("write %d: the lone writer was held for company (%d gathers)", i, n)
 		}
 	}
 }
 
 // A gather ends as soon as the writers it waits for are back: the last
-// entry's and those that queued behind it. Here the idle gap alone would
-// hold every entry for a second. (Once a writer stops, the next gather
-// does wait it out, so only the time until the first one is done counts.)
+// entry's and those that queued behind it, each counted once. The timers
+// are far longer than any write, so a gather that ran them out while every
+// writer was still writing waited for a writer that did not exist. (Once
+// a writer stops, the next gather does wait it out, so the count is read
+// while all of them write.) A writer of the last entry that came back
+// before the proposer released the in-flight slot used to be counted
+// twice, as one of the entry's and as one that had queued behind it.
 func TestGatherEndsWhenWritersAreBack(t *testing.T) {
-	const wait = time.Second
+	const wait = 10 * time.Second
 	nodes := startCluster(t, 1, func(c *Config) { c.GatherMax, c.GatherIdle = wait, wait })
 	s := nodes[0].store
 	mustExec(t, s, stmt("CREATE TABLE t(w INTEGER, i INTEGER)"))
-	const writers, each = 4, 5
-	start := time.Now()
-	done := make(chan time.Duration, writers)
-	for w := range writers {
-		go func() {
-			for i := range each {
-				if _, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?, ?)", w, i)); err != nil {
-					t.Error(err)
-					break
-				}
-			}
-			done <- time.Since(start)
-		}()
+	const writers, writes = 4, 400
+	var timedOut int64
+	idx := closedLoop(t, s, writers, func(n int) bool {
+		timedOut = s.gatherTimeouts.Load()
+		return n >= writes || timedOut > 0
+	})
+	if timedOut > 0 {
+		t.Fatalf("%d gathers ran out their timer while all %d writers were writing (%d writes in)", timedOut, writers, len(idx))
 	}
-	first := <-done
-	for range writers - 1 {
-		<-done
-	}
-	if first >= wait {
-		t.Fatalf("the first writer took %s for %d writes: a gather waited out its idle gap", first, each)
+	if s.gathers.Load() == 0 {
+		t.Fatalf("no gather held an entry in %d writes: nothing was tested", len(idx))
 	}
 }
 
@@ -263,4 +266,147 @@ func TestWaitForCommitAfterElection(t *testing.T) {
 	if err := nd.store.WaitForApplied(short, commit+1); err == nil {
 		t.Fatalf("index %d, beyond the log, counted as applied", commit+1)
 	}
+}
+
+// Close ends a gather that holds writes: they fail with ErrClosed rather
+// than go to a raft that is shutting down. With BatchApplyCh raft drops an
+// entry still in its apply queue when it stops (hashicorp/raft#498), so
+// its future never resolves and Close, which waits for every answer,
+// hung.
+func TestCloseEndsHeldGather(t *testing.T) {
+	logs := &gatedLogs{held: make(chan struct{})}
+	nodes := startCluster(t, 1, func(c *Config) {
+		c.GatherMax, c.GatherIdle = time.Minute, time.Minute
+		c.WrapLogStore = func(l raft.LogStore) raft.LogStore { logs.LogStore = l; return logs }
+	})
+	s := nodes[0].store
+	mustExec(t, s, stmt("CREATE TABLE t(i INTEGER)"))
+	exec := func(i int) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Execute(context.Background(), stmt("INSERT INTO t VALUES (?)", i))
+			errc <- err
+		}()
+		return errc
+	}
+	// A write's entry waits at the gate while a second write queues
+	// behind it; once the first is answered the gather holds the second
+	// for the first's writer, which does not come back. The second may
+	// queue too late and go out alone: then try again.
+	var held chan error
+	for round := 0; held == nil; round++ {
+		if round == 100 {
+			t.Fatal("the second write never queued behind the first in 100 rounds")
+		}
+		gate := make(chan struct{})
+		logs.gate.Store(&gate)
+		first := exec(2 * round)
+		<-logs.held
+		second := exec(2*round + 1)
+		time.Sleep(10 * time.Millisecond) // time to queue; retried if not
+		logs.gate.Store(nil)
+		close(gate)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the second write held or answered", func() bool {
+			return s.gathers.Load() > 0 || len(second) > 0
+		})
+		if s.gathers.Load() > 0 {
+			held = second
+		} else if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		nodes[0].store, nodes[0].db = nil, nil // left behind: cleanup would wait too
+		t.Fatal("Close still waits 30 s after it began, with a gather holding a write")
+	}
+	if err := <-held; !errors.Is(err, ErrClosed) {
+		t.Fatalf("held write: err = %v, want ErrClosed", err)
+	}
+}
+
+// gatedLogs holds each StoreLogs while its gate is set, after telling held.
+type gatedLogs struct {
+	raft.LogStore
+	gate atomic.Pointer[chan struct{}]
+	held chan struct{}
+}
+
+func (g *gatedLogs) StoreLogs(logs []*raft.Log) error {
+	if gate := g.gate.Load(); gate != nil {
+		g.held <- struct{}{}
+		<-*gate
+	}
+	return g.LogStore.StoreLogs(logs)
+}
+
+// closedLoop runs closed-loop writers on s, each sending its next write to
+// table t(w, i) as soon as its last one is answered, until stop (called
+// after every answered write, with the count so far) reports true. It
+// returns the entry index of every write answered until then. No writer has
+// stopped when stop is called; afterwards their writes in progress are
+// cancelled (they may still be applied).
+func closedLoop(t *testing.T, s *Store, writers int, stop func(writes int) bool) []uint64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		idx     []uint64
+		stopped bool
+		wg      sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				res, err := s.Execute(ctx, stmt("INSERT INTO t VALUES (?, ?)", w, i))
+				mu.Lock()
+				if stopped {
+					mu.Unlock()
+					return
+				}
+				if err != nil {
+					stopped = true
+					cancel()
+					mu.Unlock()
+					t.Errorf("writer %d, write %d: %v", w, i, err)
+					return
+				}
+				idx = append(idx, res.Index)
+				if stop(len(idx)) {
+					stopped = true
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return idx
+}
+
+// entrySizes returns how many of the writes answered at the given indexes
+// each entry carried, in log order.
+func entrySizes(idx []uint64) []int {
+	idx = slices.Clone(idx)
+	slices.Sort(idx)
+	var sizes []int
+	for i, x := range idx {
+		if i == 0 || x != idx[i-1] {
+			sizes = append(sizes, 0)
+		}
+		sizes[len(sizes)-1]++
+	}
+	return sizes
 }

@@ -34,6 +34,7 @@ func TestSerialThreadsLinger(t *testing.T) {
 		}
 		return n
 	}
+	var released time.Time
 	for i := 0; i < 3; i++ {
 		if err := s.acquire(); err != nil {
 			t.Fatal(err)
@@ -41,10 +42,15 @@ func TestSerialThreadsLinger(t *testing.T) {
 		if n := threads(); n != 1 {
 			t.Fatalf("apply %d: threads = %d while applying, want 1", i, n)
 		}
+		released = time.Now()
 		s.release()
 	}
-	if n := threads(); n != 1 {
-		t.Errorf("threads = %d right after the last apply, want 1 until the linger ends", n)
+	// The thread count comes back serialLinger after the release at the
+	// earliest; a machine that stalled this long says nothing.
+	if n, after := threads(), time.Since(released); n != 1 && after < serialLinger {
+		t.Errorf("threads = %d %v after the last apply, want 1 until the linger (%v) ends", n, after, serialLinger)
+	} else if after >= serialLinger {
+		t.Logf("threads read %v after the last apply, past the linger: not checked", after)
 	}
 	deadline := time.Now().Add(serialLinger + 5*time.Second)
 	for threads() != 2 {

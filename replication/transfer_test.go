@@ -32,8 +32,20 @@ func TestTransferLeadership(t *testing.T) {
 		t.Fatalf("transfer to itself: %v, leader %v", err, leader.store.IsLeader())
 	}
 
+	start := time.Now()
 	if err := leader.store.TransferLeadership(follower.id); err != nil {
 		t.Fatal(err)
+	}
+	// TransferLeadership waits for the new leader's first heartbeat, for
+	// at most two election timeouts: only after those may the old leader
+	// still not know who took over.
+	took := time.Since(start)
+	switch got := leader.store.LeaderID(); {
+	case got == "" && took < 2*leader.store.cfg.ElectionTimeout:
+		t.Fatalf("transfer returned after %v with no leader known", took)
+	case got == "":
+		t.Logf("no leader known %v after the transfer began: the wait for its heartbeat ran out", took)
+		waitFor(t, 10*time.Second, "the old leader to learn the new one", func() bool { return leader.store.LeaderID() != "" })
 	}
 	if got := leader.store.LeaderID(); got != follower.id {
 		t.Fatalf("old leader reports leader %q after the transfer, want %s", got, follower.id)
@@ -67,7 +79,11 @@ func TestTransferLeadershipAlone(t *testing.T) {
 // waits to catch it up until the transfer times out, and the read is served
 // by the leader that stayed.
 func TestReadIndexWaitsOutTransfer(t *testing.T) {
-	nodes := startCluster(t, 3, nil)
+	// Raft gives up on the transfer after an election timeout: the test
+	// must see it in progress within that window, and a loaded machine
+	// can stall it for longer than the default 500 ms.
+	const transferFor = 5 * time.Second
+	nodes := startCluster(t, 3, func(c *Config) { c.ElectionTimeout = transferFor })
 	leader := waitLeader(t, nodes)
 	var target *testNode
 	for _, n := range nodes {
@@ -81,10 +97,10 @@ func TestReadIndexWaitsOutTransfer(t *testing.T) {
 
 	transferred := make(chan error, 1)
 	go func() { transferred <- leader.store.TransferLeadership(target.id) }()
-	waitFor(t, 5*time.Second, "the transfer to start", func() bool {
+	waitFor(t, transferFor, "the transfer to start", func() bool {
 		return errors.Is(leader.store.raft.Barrier(time.Second).Error(), raft.ErrLeadershipTransferInProgress)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*transferFor)
 	defer cancel()
 	if _, err := leader.store.ReadIndex(ctx); err != nil {
 		t.Fatalf("strong read during a transfer: %v", err)

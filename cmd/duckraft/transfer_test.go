@@ -28,8 +28,16 @@ func TestTransferLeader(t *testing.T) {
 		return code, stdout.String(), stderr.String()
 	}
 
+	start := time.Now()
 	code, out, errOut := cli("--token", testcluster.Token, "--to", target.ID)
-	if want := "leadership moved from " + leader.ID + " to " + target.ID + "\n"; code != 0 || out != want {
+	took := time.Since(start)
+	// The old leader names its successor once it has heard from it, and
+	// waits for that at most two election timeouts (1 s by default): only
+	// a slower handover may leave the successor unnamed.
+	switch want := "leadership moved from " + leader.ID + " to " + target.ID + "\n"; {
+	case code == 0 && out == "leadership moved from "+leader.ID+" to \n" && took >= time.Second:
+		t.Logf("transfer-leader took %v and named no successor: the old leader had not heard from it yet", took)
+	case code != 0 || out != want:
 		t.Fatalf("transfer-leader --to %s: exit %d, stdout %q (want %q), stderr %q", target.ID, code, out, want, errOut)
 	}
 	if l := c.WaitForLeader(t, 10*time.Second); l != target {
