@@ -32,6 +32,7 @@ const usage = `usage: duckraft [flags]                 interactive shell
        duckraft [flags] -c SQL [-c SQL]  run statements and exit
        duckraft status [--server S]      the cluster's members as one node sees them
        duckraft transfer-leader [--to ID] move leadership to another voter
+       duckraft hash [--server S]        every member's applied index and state hash
        duckraft bench bulk|writes        benchmarks (see duckraft bench)
 
 flags:
@@ -46,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runStatus(args[1:], stdout, stderr)
 		case "transfer-leader":
 			return runTransferLeader(args[1:], stdout, stderr)
+		case "hash":
+			return runHash(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("duckraft", flag.ContinueOnError)
