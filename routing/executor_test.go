@@ -226,6 +226,21 @@ func TestStrongReadRunsOnLeader(t *testing.T) {
 	}
 }
 
+// An any read runs on the node the client is connected to, even where a
+// replica would be cheaper; it moves only if that node cannot serve it.
+func TestAnyReadRunsOnConnectedNode(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n2, r1 := net.node("n2"), net.node("r1")
+	s := n2.session(t)
+	mustRun(t, n2, s, "SET duckraft_consistency = 'any'")
+	for range 5 {
+		mustRun(t, n2, s, "SELECT count(*) FROM t")
+	}
+	if n2.exec.Reads() != 5 || r1.connects.Load() != 0 {
+		t.Fatalf("n2 ran %d of 5 any reads itself, r1 got %d sessions; want all on n2", n2.exec.Reads(), r1.connects.Load())
+	}
+}
+
 // A split scan's shares meet at one index even when gossip lags: nodes past
 // the pin name their index, and the router re-pins there.
 func TestSplitScanRepinsAndMerges(t *testing.T) {

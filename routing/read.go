@@ -230,6 +230,15 @@ func (e *Executor) pick(st *sessionState, level Level, last uint64, tried map[st
 	if len(open) == 0 {
 		return Peer{}, req, false
 	}
+	if level == Any && !e.cfg.Router {
+		// An any read runs where the client is connected, as documented:
+		// it asks for no freshness, so the hop buys nothing.
+		for _, p := range open {
+			if p.ID == e.cfg.ID {
+				return p, req, true
+			}
+		}
+	}
 	best, bestCost := e.bal.Cheapest(open, e.cfg.ID, top)
 	if level == Strong {
 		return best, req, true
