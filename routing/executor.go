@@ -117,7 +117,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Remote == nil {
-		cfg.Remote = NewQuackRemote(cfg.Token, false)
+		cfg.Remote = NewQuackRemote(cfg.Token, nil)
 	}
 	vol, err := loadVolatile(cfg.DB)
 	if err != nil {

@@ -2,8 +2,10 @@ package routing
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -40,18 +42,29 @@ type RemoteSession interface {
 // their nodeapi write endpoint, with the cluster token.
 type QuackRemote struct {
 	token string
+	tls   *tls.Config
 	api   *nodeapi.Client
 }
 
-// NewQuackRemote returns a QuackRemote; tls is set when nodes serve HTTPS.
-func NewQuackRemote(token string, tls bool) *QuackRemote {
-	return &QuackRemote{token: token, api: &nodeapi.Client{Token: token, TLS: tls}}
+// NewQuackRemote returns a QuackRemote. A tlsConfig means the nodes serve
+// HTTPS, and says which certificates to trust; nil means plain HTTP.
+func NewQuackRemote(token string, tlsConfig *tls.Config) *QuackRemote {
+	q := &QuackRemote{token: token, tls: tlsConfig, api: &nodeapi.Client{Token: token}}
+	if tlsConfig != nil {
+		q.api.TLS = true
+		q.api.HTTP = &http.Client{Transport: &http.Transport{
+			TLSClientConfig:     tlsConfig,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	return q
 }
 
 // Connect implements Remote.
 func (q *QuackRemote) Connect(ctx context.Context, addr string) (RemoteSession, error) {
-	tls := q.api.TLS
-	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: wire.Q1, TLS: &tls})
+	useTLS := q.tls != nil
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: wire.Q1, TLS: &useTLS, TLSConfig: q.tls})
 	if err != nil {
 		return nil, err
 	}

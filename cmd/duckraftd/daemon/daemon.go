@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,6 +109,9 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	token string
+	// peerTLS is how this node trusts the others when nodes serve HTTPS;
+	// nil when they serve plain HTTP.
+	peerTLS *tls.Config
 
 	// Each is nil until opened; a router has no store.
 	db      *engine.DB
@@ -139,6 +143,11 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, done: make(chan struct{})}
+	if cfg.TLSCert != "" {
+		if d.peerTLS, err = peerTLS(cfg.TLSCert); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Router {
 		err = d.startRouter()
 	} else {
@@ -292,7 +301,7 @@ func (d *Daemon) routingConfig() routing.Config {
 		Directory:    d.members,
 		DB:           d.db,
 		Token:        d.token,
-		Remote:       routing.NewQuackRemote(d.token, d.cfg.TLSCert != ""),
+		Remote:       routing.NewQuackRemote(d.token, d.peerTLS),
 		Consistency:  d.cfg.Consistency,
 		MaxStaleness: d.cfg.MaxStaleness,
 		Now:          d.cfg.Now,
