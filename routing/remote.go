@@ -201,14 +201,14 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 func (e *Executor) queryWhileAlive(ctx context.Context, sess RemoteSession, id string, req nodeapi.Read, sql string) (node.Rows, error) {
 	qctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	answered := make(chan struct{})
-	defer close(answered)
+	replied := make(chan struct{})
+	defer close(replied)
 	go func() {
 		t := time.NewTicker(livenessPoll)
 		defer t.Stop()
 		for {
 			select {
-			case <-answered:
+			case <-replied:
 				return
 			case <-t.C:
 				if !e.alive(id) {
