@@ -261,7 +261,12 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wire.IsCompressed(body) {
-		if body, err = wire.Decompress(body, int(s.cfg.MaxMessageBytes)); err != nil {
+		limit, refused := s.admitCompressed(body)
+		if refused != nil {
+			s.write(w, *refused)
+			return
+		}
+		if body, err = wire.Decompress(body, limit); err != nil {
 			s.writeError(w, fmt.Sprintf("malformed compressed message: %v", err))
 			return
 		}
@@ -275,6 +280,41 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
 		"response", resp.header.Type, "duration", time.Since(start))
 	s.write(w, resp)
+}
+
+// Limits of compressed requests: the header is read from the first
+// peekBytes of the message, and a CONNECTION_REQUEST, which carries no
+// session yet, decompresses to at most maxConnectBytes.
+const (
+	peekBytes       = 4096
+	maxConnectBytes = 64 << 10
+)
+
+// admitCompressed decides how far a compressed request may decompress
+// before any of it is decompressed in full: a frame of a few kilobytes can
+// declare hundreds of megabytes. Only the message header is decoded first;
+// a request of an open session may use the whole message limit, a
+// connection request a small one, and anything else is refused without
+// decompressing more.
+func (s *Server) admitCompressed(body []byte) (int, *response) {
+	prefix, err := wire.DecompressPrefix(body, peekBytes)
+	if err != nil {
+		resp := errorResponse(fmt.Sprintf("malformed compressed message: %v", err))
+		return 0, &resp
+	}
+	h, _, err := wire.DecodeHeader(prefix)
+	if err != nil {
+		resp := errorResponse(fmt.Sprintf("malformed message header: %v", err))
+		return 0, &resp
+	}
+	switch {
+	case h.Type == wire.MsgConnectionRequest:
+		return maxConnectBytes, nil
+	case s.session(h.ConnectionID) == nil:
+		resp := codedResponse("Invalid connection id", wire.CodeUnknownSession)
+		return 0, &resp
+	}
+	return int(s.cfg.MaxMessageBytes), nil
 }
 
 // response is one message to send back.

@@ -1,12 +1,18 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
+
+// prefixWindow bounds the zstd window DecompressPrefix decodes with, and so
+// its memory: a frame that needs more cannot be peeked into.
+const prefixWindow = 8 << 20
 
 // Compressed frame layout (§3.3): magic DB C2, codec byte, uint64 LE
 // uncompressed size, then one zstd frame. It was seen in one quack snapshot
@@ -38,23 +44,9 @@ func Decompress(body []byte, maxSize int) ([]byte, error) {
 	if !IsCompressed(body) {
 		return body, nil
 	}
-	if body[2] != codecZstd {
-		return nil, fmt.Errorf("wire: compressed frame with codec %d: %w", body[2], ErrMalformed)
-	}
-	size := binary.LittleEndian.Uint64(body[3:])
-	if size == 0 || size > maxFrameSize {
-		return nil, fmt.Errorf("wire: compressed frame declares %d bytes: %w", size, ErrMalformed)
-	}
-	if maxSize > 0 && size > uint64(maxSize) {
-		return nil, fmt.Errorf("wire: compressed frame declares %d bytes (limit %d): %w", size, maxSize, ErrLimit)
-	}
-	payload := body[frameHeaderLen:]
-	var h zstd.Header
-	if err := h.Decode(payload); err != nil {
-		return nil, fmt.Errorf("wire: compressed frame: %v: %w", err, ErrMalformed)
-	}
-	if !h.HasFCS || h.FrameContentSize != size {
-		return nil, fmt.Errorf("wire: zstd content size does not match the declared %d bytes: %w", size, ErrMalformed)
+	size, payload, err := checkFrame(body, maxSize)
+	if err != nil {
+		return nil, err
 	}
 	zstdOnce.Do(func() {
 		// The cap limit makes DecodeAll stop at cap(dst), i.e. the
@@ -71,6 +63,58 @@ func Decompress(body []byte, maxSize int) ([]byte, error) {
 	}
 	if uint64(len(out)) != size {
 		return nil, fmt.Errorf("wire: compressed frame holds %d bytes, declared %d: %w", len(out), size, ErrMalformed)
+	}
+	return out, nil
+}
+
+// checkFrame validates a compressed frame's header and returns its declared
+// size and its zstd payload.
+func checkFrame(body []byte, maxSize int) (uint64, []byte, error) {
+	if body[2] != codecZstd {
+		return 0, nil, fmt.Errorf("wire: compressed frame with codec %d: %w", body[2], ErrMalformed)
+	}
+	size := binary.LittleEndian.Uint64(body[3:])
+	if size == 0 || size > maxFrameSize {
+		return 0, nil, fmt.Errorf("wire: compressed frame declares %d bytes: %w", size, ErrMalformed)
+	}
+	if maxSize > 0 && size > uint64(maxSize) {
+		return 0, nil, fmt.Errorf("wire: compressed frame declares %d bytes (limit %d): %w", size, maxSize, ErrLimit)
+	}
+	payload := body[frameHeaderLen:]
+	var h zstd.Header
+	if err := h.Decode(payload); err != nil {
+		return 0, nil, fmt.Errorf("wire: compressed frame: %v: %w", err, ErrMalformed)
+	}
+	if !h.HasFCS || h.FrameContentSize != size {
+		return 0, nil, fmt.Errorf("wire: zstd content size does not match the declared %d bytes: %w", size, ErrMalformed)
+	}
+	return size, payload, nil
+}
+
+// DecompressPrefix returns the first n bytes (fewer if the message is
+// shorter) of the message a compressed frame carries, or of body itself
+// when it is not compressed. It decodes no more of the frame than that,
+// in a window of at most 8 MiB, so a server can read a message's header,
+// and learn whether its sender holds a session, before it spends memory on
+// the whole message: a frame of a few kilobytes can declare hundreds of
+// megabytes.
+func DecompressPrefix(body []byte, n int) ([]byte, error) {
+	if !IsCompressed(body) {
+		return body[:min(n, len(body))], nil
+	}
+	size, payload, err := checkFrame(body, 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := zstd.NewReader(bytes.NewReader(payload), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(prefixWindow))
+	if err != nil {
+		return nil, fmt.Errorf("wire: zstd decoder: %w", err)
+	}
+	defer d.Close()
+	out := make([]byte, min(uint64(n), size))
+	if _, err := io.ReadFull(d, out); err != nil {
+		return nil, fmt.Errorf("wire: compressed frame: %v: %w", err, ErrMalformed)
 	}
 	return out, nil
 }

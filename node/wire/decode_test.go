@@ -333,3 +333,32 @@ func TestAppendReaderRoundTrip(t *testing.T) {
 		t.Errorf("read past end: %v", err)
 	}
 }
+
+func TestDecompressPrefix(t *testing.T) {
+	msg := bytes.Repeat([]byte("quack "), 2000)
+	frame := func(single bool) []byte {
+		enc, _ := zstd.NewWriter(nil, zstd.WithSingleSegment(single))
+		b := []byte{0xDB, 0xC2, codecZstd}
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(msg)))
+		return enc.EncodeAll(msg, b)
+	}
+	for _, single := range []bool{false, true} {
+		got, err := DecompressPrefix(frame(single), 100)
+		if err != nil || !bytes.Equal(got, msg[:100]) {
+			t.Fatalf("single segment %v: prefix %q, %v", single, got, err)
+		}
+		if got, err := DecompressPrefix(frame(single), 1<<20); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("single segment %v: prefix longer than the message: %d bytes, %v", single, len(got), err)
+		}
+	}
+	if got, err := DecompressPrefix(msg, 10); err != nil || !bytes.Equal(got, msg[:10]) {
+		t.Fatalf("plain body: %q, %v", got, err)
+	}
+	// A frame whose window is larger than the prefix window is refused.
+	big := make([]byte, 2*prefixWindow)
+	enc, _ := zstd.NewWriter(nil, zstd.WithSingleSegment(true))
+	b := binary.LittleEndian.AppendUint64([]byte{0xDB, 0xC2, codecZstd}, uint64(len(big)))
+	if _, err := DecompressPrefix(enc.EncodeAll(big, b), 100); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a 16 MiB window: %v, want ErrMalformed", err)
+	}
+}
