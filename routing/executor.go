@@ -165,6 +165,9 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseNodeStatements(stmts); err != nil {
+		return nil, err
+	}
 	st := e.state(s)
 	if len(stmts) == 1 {
 		if rows, ok, err := e.routerSetting(st, stmts[0].SQL); ok {
@@ -209,6 +212,22 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return nil, err
 	}
 	return resultRows(res)
+}
+
+// ErrNodeStatement refuses a client statement that would reconfigure the
+// node it runs on for every session there.
+var ErrNodeStatement = errors.New("duckraft: this statement reconfigures the node it runs on for every session " +
+	"(a GLOBAL setting, DuckDB's logging or its parser), which would make that node differ from the others; " +
+	"it is refused. Session settings (SET without GLOBAL) are allowed")
+
+// refuseNodeStatements refuses a text holding a classify.Node statement.
+func refuseNodeStatements(stmts []classify.Statement) error {
+	for _, stmt := range stmts {
+		if stmt.Class == classify.Node {
+			return fmt.Errorf("%w: %s", ErrNodeStatement, stmt.SQL)
+		}
+	}
+	return nil
 }
 
 // routerSetting handles the settings the router keeps itself (SET

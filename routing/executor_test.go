@@ -287,6 +287,44 @@ func TestEndSessionClosesRemoteSessions(t *testing.T) {
 	waitFor(t, func() bool { return r1.open.Load() == 0 }, "the remote session to close")
 }
 
+// A client cannot reconfigure the node it is connected to for every
+// session: SET GLOBAL, DuckDB's logging and its parser are refused, inside
+// a transaction too, and session settings still work.
+func TestNodeStatementsAreRefused(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2")
+	n2 := net.node("n2")
+	s := n2.session(t)
+	for _, sql := range []string{
+		"SET GLOBAL threads = 1",
+		"SET GLOBAL default_collation = 'nocase'",
+		"CALL enable_logging(storage = 'file')",
+		"SELECT enable_logging()",
+		"SET enable_logging = true",
+		"SET TimeZone = 'UTC'; SET GLOBAL default_order = 'DESC'",
+	} {
+		if _, err := run(t, n2, s, sql); !errors.Is(err, ErrNodeStatement) {
+			t.Errorf("%s: %v, want ErrNodeStatement", sql, err)
+		}
+	}
+	mustRun(t, n2, s, "BEGIN")
+	if _, err := run(t, n2, s, "SET GLOBAL threads = 1"); !errors.Is(err, ErrNodeStatement) {
+		t.Errorf("SET GLOBAL in a transaction: %v", err)
+	}
+	mustRun(t, n2, s, "ROLLBACK")
+	conn, err := n2.db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for setting, want := range map[string]string{"default_collation": "", "default_order": "ASCENDING"} {
+		row, err := conn.QueryRow(context.Background(), "SELECT current_setting('"+setting+"')")
+		if err != nil || fmt.Sprint(row[0]) != want {
+			t.Errorf("after the refusals %s is %v (%v), want %q", setting, row, err, want)
+		}
+	}
+	mustRun(t, n2, s, "SET TimeZone = 'Asia/Tokyo'")
+}
+
 // A routed read that is not a single read is refused with a code.
 func TestRoutedStatementMustBeARead(t *testing.T) {
 	net := newInmemNet(t, "n1")

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +96,25 @@ func TestRemoteReadsFollowSessionAndFrozenNodes(t *testing.T) {
 		}
 		t.Logf("read moved off frozen %s in %v", home.ID, took.Round(time.Millisecond))
 	})
+}
+
+// A client cannot turn on DuckDB's file logging on a node: with DuckDB
+// 1.5.6 it halted that node's replication, and the process aborted when the
+// client disconnected. The refusal leaves the cluster writing.
+func TestClientCannotReconfigureNode(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitForLeader(t, 20*time.Second)
+	via := c.Others(leader)[0]
+	conn := via.Client(t)
+	for _, sql := range []string{"CALL enable_logging(storage = 'file')", "SET GLOBAL default_collation = 'nocase'"} {
+		if _, err := conn.Exec(t.Context(), sql); err == nil || !strings.Contains(err.Error(), "reconfigures the node") {
+			t.Fatalf("%s: %v, want a refusal", sql, err)
+		}
+	}
+	conn.Close()
+	w := leader.Client(t)
+	if _, err := w.Exec(t.Context(), "CREATE TABLE after_refusal AS SELECT 1 AS i"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitConverged(t, 30*time.Second)
 }

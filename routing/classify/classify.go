@@ -29,6 +29,11 @@ const (
 	// Session changes only the client's session or this node (SET,
 	// USE, PRAGMA settings, CHECKPOINT); it is not replicated.
 	Session
+	// Node reconfigures the node it runs on for every session there (SET
+	// GLOBAL, DuckDB's logging, the PEG parser): one node would then
+	// differ from the others, and its own replication would run under the
+	// new configuration, so routing refuses it.
+	Node
 )
 
 func (c Class) String() string {
@@ -45,6 +50,8 @@ func (c Class) String() string {
 		return "rollback"
 	case Session:
 		return "session"
+	case Node:
+		return "node"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
@@ -150,7 +157,12 @@ func lexClass(toks []wal.Token) Class {
 		return Commit
 	case "rollback", "abort":
 		return Rollback
-	case "set", "reset", "use", "prepare", "deallocate", "checkpoint", "vacuum", "analyze":
+	case "set", "reset":
+		if nodeSetting(sig, v) {
+			return Node
+		}
+		return Session
+	case "use", "prepare", "deallocate", "checkpoint", "vacuum", "analyze":
 		return Session
 	case "force":
 		if word(v+1, "checkpoint") {
@@ -189,6 +201,27 @@ func lexClass(toks []wal.Token) Class {
 		return Read
 	}
 	return Write
+}
+
+// nodeSettings are the settings that reconfigure DuckDB's logging, which
+// is the database's, not the session's: DuckDB 1.5.6 halts a node's
+// replication and aborts the process when a client turns file logging on.
+var nodeSettings = map[string]bool{
+	"enable_logging": true, "logging_storage": true, "logging_level": true, "logging_mode": true,
+	"enabled_log_types": true, "disabled_log_types": true,
+}
+
+// nodeSetting reports whether the SET or RESET at sig[v] changes the node
+// for every session: it names the GLOBAL scope or a node setting.
+func nodeSetting(sig []wal.Token, v int) bool {
+	k := v + 1
+	if k < len(sig) && sig[k].Is("global") {
+		return true
+	}
+	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local")) {
+		k++
+	}
+	return k < len(sig) && nodeSettings[strings.ToLower(strings.Trim(sig[k].Text, `"`))]
 }
 
 // explainTarget returns the index in sig of the statement an EXPLAIN at
@@ -242,6 +275,8 @@ func classifyQuery(sig []wal.Token) Class {
 // statement.
 func worse(a, b Class) Class {
 	switch {
+	case a == Node || b == Node:
+		return Node
 	case a == Write || b == Write:
 		return Write
 	case a == Session || b == Session:

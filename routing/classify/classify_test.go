@@ -98,6 +98,17 @@ var classifyTests = []struct {
 	{sql: "SET threads = 1", want: Session},
 	{sql: "SET TimeZone = 'UTC'", want: Session},
 	{sql: "SET VARIABLE x = 42", want: Session},
+	{sql: "SET SESSION TimeZone = 'UTC'", want: Session},
+	{sql: "SET GLOBAL threads = 1", want: Node},
+	{sql: "set global default_collation = 'nocase'", want: Node},
+	{sql: "RESET GLOBAL threads", want: Node},
+	{sql: "SET enable_logging = true", want: Node, noRun: true},
+	{sql: `SET "logging_storage" = 'file'`, want: Node, noRun: true},
+	{sql: "SET SESSION logging_level = 'DEBUG'", want: Node, noRun: true},
+	{sql: "CALL enable_logging(storage = 'file')", want: Node, noRun: true},
+	{sql: "SELECT enable_logging()", want: Node, noRun: true},
+	{sql: `SELECT "Disable_PEG_Parser"()`, want: Node, noRun: true},
+	{sql: "CALL truncate_duckdb_logs()", want: Node, noRun: true},
 	{sql: "RESET threads", want: Session},
 	{sql: "USE memory", want: Session},
 	{sql: "PRAGMA threads = 2", want: Session},
@@ -435,17 +446,18 @@ func Confirm(c Class, t engine.StatementType) error {
 	case engine.StatementTransaction:
 		ok = c == Begin || c == Commit || c == Rollback
 	case engine.StatementSelect, engine.StatementRelation:
-		ok = c == Read || c == Write || c == Session
+		ok = c == Read || c == Write || c == Session || c == Node
 	case engine.StatementExplain, engine.StatementCopy:
 		ok = c == Read || c == Write
 	case engine.StatementCall: // CHECKPOINT runs as CALL checkpoint()
-		ok = c == Read || c == Write || c == Session
+		ok = c == Read || c == Write || c == Session || c == Node
 	case engine.StatementExport:
 		ok = c == Read
 	case engine.StatementPragma:
 		ok = c == Read || c == Session
-	case engine.StatementPrepare, engine.StatementVariableSet, engine.StatementSet,
-		engine.StatementVacuum, engine.StatementAnalyze, engine.StatementUpdateExtensions:
+	case engine.StatementVariableSet, engine.StatementSet:
+		ok = c == Session || c == Node
+	case engine.StatementPrepare, engine.StatementVacuum, engine.StatementAnalyze, engine.StatementUpdateExtensions:
 		ok = c == Session
 	case engine.StatementCreate, engine.StatementDrop:
 		// CREATE SECRET is node-local; DEALLOCATE runs as a DROP.

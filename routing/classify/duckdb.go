@@ -60,9 +60,10 @@ var callClasses = map[string]Class{
 	"json_execute_serialized_sql": Write,
 	// These act on the node or the session, like CHECKPOINT and SET.
 	"checkpoint": Session, "force_checkpoint": Session,
-	"enable_logging": Session, "disable_logging": Session, "truncate_duckdb_logs": Session,
 	"enable_profiling": Session, "disable_profiling": Session,
-	"enable_peg_parser": Session, "disable_peg_parser": Session,
+	// These reconfigure the whole node (DuckDB's log, its parser).
+	"enable_logging": Node, "disable_logging": Node, "truncate_duckdb_logs": Node,
+	"enable_peg_parser": Node, "disable_peg_parser": Node,
 }
 
 // readEffects are the VOLATILE functions with side effects that change
