@@ -180,7 +180,11 @@ type Event struct {
 
 // Gossip is this node's membership in the cluster's gossip pool.
 type Gossip struct {
-	ml     *memberlist.Memberlist
+	ml *memberlist.Memberlist
+	// addr is the local node's gossip address, read once at start:
+	// memberlist rewrites its local Node when the meta is refreshed, so
+	// reading that Node later races with the refresh.
+	addr   string
 	log    *slog.Logger
 	static Meta
 	status func() Status
@@ -258,12 +262,13 @@ func NewGossip(cfg Config) (*Gossip, error) {
 		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	g.ml = ml
+	g.addr = ml.LocalNode().Address()
 	go g.refresh()
 	return g, nil
 }
 
 // Addr is the address other nodes join through (useful when BindAddr had port 0).
-func (g *Gossip) Addr() string { return g.ml.LocalNode().Address() }
+func (g *Gossip) Addr() string { return g.addr }
 
 // Join contacts the given gossip addresses and merges state with them. It succeeds if at
 // least one answered.
