@@ -188,7 +188,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		}
 	}
 	switch {
-	case control > 0 || st.inTxn():
+	case control > 0 || st.openTxn() != nil:
 		return e.transaction(ctx, s, st, stmts)
 	case writes == 0 && settings > 0:
 		// Settings belong to the client's session here, so a text that

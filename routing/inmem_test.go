@@ -213,12 +213,8 @@ func applyCommand(conn *engine.Conn, cmd wal.Command, idx uint64) error {
 
 // statements returns the SQL of cmd's statements, in order.
 func statements(cmd wal.Command) []string {
-	entries := []wal.Entry{cmd.Entry}
-	if txn, ok := cmd.Entry.(wal.Txn); ok {
-		entries = txn.Entries
-	}
 	var out []string
-	for _, e := range entries {
+	for _, e := range splitEntries(cmd.Entry) {
 		if s, ok := e.(wal.Statement); ok {
 			out = append(out, s.SQL)
 		}

@@ -167,9 +167,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 	}
 	if err := st.syncSettings(ctx, rc); err != nil {
 		if !answered(err) {
-			st.dropRemote(p.ID, rc)
-			e.bal.Suspect(p.ID)
-			return nil, fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
+			return nil, e.unreachable(st, p, rc, err)
 		}
 		return nil, err
 	}
@@ -180,10 +178,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		n.Add(-1)
 		switch code := nodeapi.CodeOf(err); {
 		case !answered(err):
-			// The node is gone: leave it out, and reconnect next time.
-			st.dropRemote(p.ID, rc)
-			e.bal.Suspect(p.ID)
-			return nil, fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
+			return nil, e.unreachable(st, p, rc, err)
 		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired:
 			// The node restarted or forgot the session: open a new one.
 			st.dropRemote(p.ID, rc)
@@ -191,6 +186,15 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		return nil, err
 	}
 	return newTrackedRows(rows, func() { n.Add(-1) }), nil
+}
+
+// unreachable handles a request to p that got no answer: the node is
+// gone, so it is left out for a while and the session reconnects next
+// time; the error marks the read as one to run elsewhere.
+func (e *Executor) unreachable(st *sessionState, p Peer, rc *remoteConn, err error) error {
+	st.dropRemote(p.ID, rc)
+	e.bal.Suspect(p.ID)
+	return fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
 }
 
 // queryWhileAlive runs sql in sess and waits for its first answer only

@@ -45,10 +45,18 @@ func (e *Executor) state(s *node.Session) *sessionState {
 	return st
 }
 
-func (st *sessionState) inTxn() bool {
+// openTxn returns the session's open transaction, nil outside one.
+func (st *sessionState) openTxn() *pendingTxn {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.txn != nil
+	return st.txn
+}
+
+// setTxn opens (t) or ends (nil) the session's transaction.
+func (st *sessionState) setTxn(t *pendingTxn) {
+	st.mu.Lock()
+	st.txn = t
+	st.mu.Unlock()
 }
 
 // addToTxn adds a write to the open transaction; false if none is open.

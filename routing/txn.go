@@ -19,25 +19,19 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			last.Close()
 			last = nil
 		}
-		st.mu.Lock()
-		txn := st.txn
-		st.mu.Unlock()
+		txn := st.openTxn()
 		switch stmt.Class {
 		case classify.Begin:
 			if txn != nil {
 				return nil, errors.New("TransactionContext Error: cannot start a transaction within a transaction")
 			}
-			st.mu.Lock()
-			st.txn = &pendingTxn{}
-			st.mu.Unlock()
+			st.setTxn(&pendingTxn{})
 			last = successRows()
 		case classify.Commit:
 			if txn == nil {
 				return nil, errors.New("TransactionContext Error: cannot commit - no transaction is active")
 			}
-			st.mu.Lock()
-			st.txn = nil
-			st.mu.Unlock()
+			st.setTxn(nil)
 			if len(txn.entries) > 0 {
 				if _, err := e.write(ctx, st, newCommand(txn.entries)); err != nil {
 					return nil, err
@@ -48,9 +42,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			if txn == nil {
 				return nil, errors.New("TransactionContext Error: cannot rollback - no transaction is active")
 			}
-			st.mu.Lock()
-			st.txn = nil
-			st.mu.Unlock()
+			st.setTxn(nil)
 			last = successRows()
 		case classify.Read:
 			rows, err := e.read(ctx, s, st, stmt.SQL)

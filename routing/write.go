@@ -27,13 +27,25 @@ var errLeaderChanged = errors.New("duckraft: the leader changed while a write wa
 func newCommand(entries []wal.Entry) wal.Command {
 	key := make([]byte, 16)
 	rand.Read(key)
-	cmd := wal.Command{Key: key}
+	return wal.Command{Key: key, Entry: joinEntries(entries)}
+}
+
+// joinEntries is the one entry of a command holding entries: the entry
+// itself when there is one, else a Txn of them all. splitEntries undoes it.
+func joinEntries(entries []wal.Entry) wal.Entry {
 	if len(entries) == 1 {
-		cmd.Entry = entries[0]
-	} else {
-		cmd.Entry = wal.Txn{Entries: entries}
+		return entries[0]
 	}
-	return cmd
+	return wal.Txn{Entries: entries}
+}
+
+// splitEntries returns the entries of a command's entry: a Txn's, or the
+// entry alone.
+func splitEntries(e wal.Entry) []wal.Entry {
+	if txn, ok := e.(wal.Txn); ok {
+		return txn.Entries
+	}
+	return []wal.Entry{e}
 }
 
 // write applies cmd through the leader, retrying with the same idempotency
@@ -159,12 +171,8 @@ func APIError(err error) error {
 // leader's clock and proposes the result as one command.
 func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	now := e.cfg.Now()
-	in := []wal.Entry{cmd.Entry}
-	if txn, ok := cmd.Entry.(wal.Txn); ok {
-		in = txn.Entries
-	}
 	var entries []wal.Entry
-	for _, entry := range in {
+	for _, entry := range splitEntries(cmd.Entry) {
 		switch entry := entry.(type) {
 		case wal.Append:
 			entries = append(entries, entry)
@@ -189,13 +197,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			return nil, fmt.Errorf("duckraft: a client write holds statements and appends, not a %v entry", entry.Kind())
 		}
 	}
-	out := wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key}
-	if len(entries) == 1 {
-		out.Entry = entries[0]
-	} else {
-		out.Entry = wal.Txn{Entries: entries}
-	}
-	return e.cfg.Store.Execute(ctx, out)
+	return e.cfg.Store.Execute(ctx, wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)})
 }
 
 // materialize evaluates a volatile query once, here on the leader, and
