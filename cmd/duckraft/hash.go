@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 )
 
@@ -15,17 +13,9 @@ import (
 // rows. It exits 1 if a data node cannot be asked, and 3 if two nodes at
 // the same applied index differ.
 func runHash(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("duckraft hash", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "any member, as quack:HOST[:PORT]")
-	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "cluster token (env DUCKRAFT_TOKEN)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	api, addr, err := serverAPI(*server, *token)
-	if err != nil {
-		fmt.Fprintln(stderr, "duckraft hash:", err)
-		return 2
+	api, addr, code := parseAPIFlags("hash", args, stderr, nil)
+	if api == nil {
+		return code
 	}
 	st, err := statusOf(api, addr)
 	if err != nil {
@@ -34,7 +24,7 @@ func runHash(args []string, stdout, stderr io.Writer) int {
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tAPPLIED\tROWS\tHASH")
-	code := 0
+	exit := 0
 	byIndex := map[uint64]string{}
 	for _, m := range st.Members {
 		if m.Role == "router" || m.QuackAddr == "" {
@@ -45,18 +35,18 @@ func runHash(args []string, stdout, stderr io.Writer) int {
 		cancel()
 		if err != nil {
 			fmt.Fprintf(w, "%s\t-\t-\t%v\n", m.ID, err)
-			code = max(code, 1)
+			exit = max(exit, 1)
 			continue
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", m.ID, h.Index, h.Rows, h.Hash)
 		if other, ok := byIndex[h.Index]; ok && other != h.Hash {
-			code = 3
+			exit = 3
 		}
 		byIndex[h.Index] = h.Hash
 	}
 	w.Flush()
-	if code == 3 {
+	if exit == 3 {
 		fmt.Fprintln(stderr, "duckraft hash: nodes at the same applied index hold different data")
 	}
-	return code
+	return exit
 }

@@ -16,17 +16,9 @@ import (
 
 // runStatus prints the cluster's members as the given node sees them.
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("duckraft status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "any member, as quack:HOST[:PORT]")
-	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "cluster token (env DUCKRAFT_TOKEN)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	api, addr, err := serverAPI(*server, *token)
-	if err != nil {
-		fmt.Fprintln(stderr, "duckraft status:", err)
-		return 2
+	api, addr, code := parseAPIFlags("status", args, stderr, nil)
+	if api == nil {
+		return code
 	}
 	st, err := statusOf(api, addr)
 	if err != nil {
@@ -45,6 +37,29 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	w.Flush()
 	return 0
+}
+
+// parseAPIFlags parses the flags of a subcommand that talks to a node's
+// API: --server and --token, and those extra defines. It returns the
+// client and the node's address, or nil and the exit status after it
+// reported the error.
+func parseAPIFlags(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*nodeapi.Client, string, int) {
+	fs := flag.NewFlagSet("duckraft "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "any member, as quack:HOST[:PORT]")
+	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "cluster token (env DUCKRAFT_TOKEN)")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, "", 2
+	}
+	api, addr, err := serverAPI(*server, *token)
+	if err != nil {
+		fmt.Fprintf(stderr, "duckraft %s: %v\n", cmd, err)
+		return nil, "", 2
+	}
+	return api, addr, 0
 }
 
 // serverAPI turns a --server value (quack:HOST[:PORT]) into a client of

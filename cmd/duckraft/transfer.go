@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -15,20 +14,14 @@ import (
 // maintenance of its host: to the voter named by --to, or to the most
 // up-to-date one.
 func runTransferLeader(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("duckraft transfer-leader", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "any member, as quack:HOST[:PORT]")
-	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "cluster token (env DUCKRAFT_TOKEN)")
-	to := fs.String("to", "", "ID of the voter to lead next (default: the most up-to-date voter)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	var to string
+	api, addr, code := parseAPIFlags("transfer-leader", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&to, "to", "", "ID of the voter to lead next (default: the most up-to-date voter)")
+	})
+	if api == nil {
+		return code
 	}
-	api, addr, err := serverAPI(*server, *token)
-	if err != nil {
-		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)
-		return 2
-	}
-	res, err := transferLeader(api, addr, *to)
+	res, err := transferLeader(api, addr, to)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)
 		return 1
