@@ -311,7 +311,7 @@ func (s *Server) admitCompressed(body []byte) (int, *response) {
 	case h.Type == wire.MsgConnectionRequest:
 		return maxConnectBytes, nil
 	case s.session(h.ConnectionID) == nil:
-		resp := codedResponse("Invalid connection id", wire.CodeUnknownSession)
+		resp := unknownSession()
 		return 0, &resp
 	}
 	return int(s.cfg.MaxMessageBytes), nil
@@ -334,6 +334,12 @@ func codedResponse(msg, code string) response {
 	resp := errorResponse(msg)
 	resp.code = code
 	return resp
+}
+
+// unknownSession answers a request that names no open session, as
+// DuckDB's server words it.
+func unknownSession() response {
+	return codedResponse("Invalid connection id", wire.CodeUnknownSession)
 }
 
 // failure is the ERROR_RESPONSE for err, with its code if it has one.
@@ -398,7 +404,7 @@ func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) r
 	}
 	sess := s.session(h.ConnectionID)
 	if sess == nil {
-		return codedResponse("Invalid connection id", wire.CodeUnknownSession)
+		return unknownSession()
 	}
 	now := time.Now()
 	if sess.expired(now) {
