@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,9 +10,10 @@ import (
 )
 
 // startDebug serves Go's profiler on addr (--debug-addr), apart from the
-// Quack port so that it is never exposed with it. It has no authentication:
-// bind it to loopback.
-func startDebug(addr string, log *slog.Logger) error {
+// Quack port so that it is never exposed with it. Like every other port it
+// answers only requests that carry the token, as "Authorization: Bearer T":
+// a profile shows the statements being run and a trace can load the node.
+func startDebug(addr, token string, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -27,9 +29,23 @@ func startDebug(addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	log.Info("serving pprof", "addr", l.Addr().String())
 	go func() {
-		if err := http.Serve(l, mux); err != nil {
+		if err := http.Serve(l, requireBearer(token, mux)); err != nil {
 			log.Warn("debug listener stopped", "err", err)
 		}
 	}()
 	return nil
+}
+
+// requireBearer admits only requests whose Authorization header is
+// "Bearer "+token, compared in constant time.
+func requireBearer(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "authentication required: Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

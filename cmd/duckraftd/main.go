@@ -70,7 +70,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.Threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
 	fs.StringVar(&c.MemoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port, unauthenticated: keep it on loopback)")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <token>)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -124,12 +124,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := startDebug(c.debugAddr, log); err != nil {
-		return err
-	}
 	c.Logger = log
 	d, err := daemon.Start(c.Config)
 	if err != nil {
+		return err
+	}
+	if err := startDebug(c.debugAddr, d.Token(), log); err != nil {
+		d.Close()
 		return err
 	}
 	addr, token := d.QuackAddr(), d.Token()
