@@ -306,8 +306,8 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 		switch {
 		case t.IsPunct('('):
 			opener := ""
-			if p := s.at(k - 1); p.Kind == TokIdent {
-				opener = strings.ToLower(p.Text)
+			if p := s.at(k - 1); p.Kind == TokIdent || p.Kind == TokQuotedIdent {
+				opener = funcName(p)
 			}
 			parens = append(parens, opener)
 		case t.IsPunct(')'):
@@ -319,7 +319,7 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 			if !inSpecial && (s.word(k-1, "from") || s.word(k-1, "join") || s.word(k-1, "using")) && f.nodeLocal == "" {
 				f.nodeLocal = "the file " + t.Text
 			}
-		case t.Kind == TokIdent:
+		case t.Kind == TokIdent || t.Kind == TokQuotedIdent:
 			if err := s.call(k, volatile, &f); err != nil {
 				return f, err
 			}
@@ -328,12 +328,25 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 	return f, nil
 }
 
-// call records what identifier k is, when it is a function call or a clock
-// keyword.
+// funcName is the lower-case name a word or quoted identifier gives a
+// function: DuckDB resolves "random"() and "RANDOM"() to random, as it
+// looks functions up case-insensitively.
+func funcName(t Token) string {
+	if t.Kind == TokQuotedIdent && len(t.Text) >= 2 && strings.HasSuffix(t.Text, `"`) {
+		return strings.ToLower(strings.ReplaceAll(t.Text[1:len(t.Text)-1], `""`, `"`))
+	}
+	return strings.ToLower(t.Text)
+}
+
+// call records what identifier k (a word or a quoted identifier) is, when
+// it is a function call or a clock keyword.
 func (s *stmt) call(k int, volatile Volatile, f *findings) error {
-	name := strings.ToLower(s.at(k).Text)
+	name := funcName(s.at(k))
 	qualified := s.punct(k-1, '.')
 	isCall := s.punct(k+1, '(')
+	if !isCall && s.at(k).Kind == TokQuotedIdent {
+		return nil // a quoted column, never a clock keyword
+	}
 	if kind, ok := clockFuncs[name]; ok {
 		switch {
 		case isCall && qualified:
