@@ -223,8 +223,21 @@ func checkCreate(s *stmt, v int, f findings) error {
 		return refuse("%s in %s would be evaluated with each replica's clock; give the value in INSERT (duckraft uses the leader's timestamp there) or, in a macro, take it as a parameter", f.clockName, what)
 	case f.nodeLocal != "":
 		return refuse("%s in %s would read files local to each replica; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader", f.nodeLocal, what)
+	case !s.createsTable(v) && s.namesRowID():
+		return refuse("rowid in %s would hide node-local row numbers (a snapshot restore or a checkpoint renumbers rows) from the writes that use it; select a key column instead", what)
 	}
 	return nil
+}
+
+// namesRowID reports whether the statement names rowid (bare or quoted)
+// other than as a function.
+func (s *stmt) namesRowID() bool {
+	for k := range s.sig {
+		if t := s.at(k); (t.Kind == TokIdent || t.Kind == TokQuotedIdent) && funcName(t) == "rowid" && !s.punct(k+1, '(') {
+			return true
+		}
+	}
+	return false
 }
 
 // stmt is a lexed statement with the indexes of its significant tokens.
@@ -615,4 +628,75 @@ func Verb(toks []Token) (string, int) {
 		}
 	}
 	return "with", 0
+}
+
+// FuncClass is what calling a function means for a replicated write
+// (docs/determinism.md): the rules of Deterministic, by function name, for
+// callers that find the calls another way (DuckDB's binder, package
+// routing/analyze).
+type FuncClass uint8
+
+// Function classes.
+const (
+	// FuncPlain gives the same result on every replica.
+	FuncPlain FuncClass = iota
+	// FuncClock reads the clock (now(), current_date, …).
+	FuncClock
+	// FuncSequence reads or advances a sequence: replicated in log order.
+	FuncSequence
+	// FuncSession depends on the client's session (setseed, getvariable,
+	// current_setting).
+	FuncSession
+	// FuncNodeLocal reads files, the network or the node's configuration.
+	FuncNodeLocal
+	// FuncVolatile differs between calls (random, uuid, …).
+	FuncVolatile
+)
+
+// ClassifyFunction returns the class of the function with the given name
+// (any case), with volatile as DuckDB lists it.
+func ClassifyFunction(name string, volatile Volatile) FuncClass {
+	name = strings.ToLower(name)
+	switch {
+	case clockFuncs[name] != 0:
+		return FuncClock
+	case sequenceFuncs[name]:
+		return FuncSequence
+	case sessionFuncs[name]:
+		return FuncSession
+	case isNodeLocal(name):
+		return FuncNodeLocal
+	case volatile[name] || moreVolatile[name]:
+		return FuncVolatile
+	}
+	return FuncPlain
+}
+
+// Materialized returns the Materialize plan of an INSERT whose values must
+// be computed once on the leader although its text shows no reason to,
+// because DuckDB's binder found one (a macro or view hiding random(), a
+// sample, rowid): why says which, for the refusals of the forms a plain
+// append cannot keep. sequence is set when the statement also calls
+// nextval or currval, which must run on every replica instead.
+func Materialized(sql string, ts time.Time, why string, sequence bool) (Plan, error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return Plan{}, fmt.Errorf("wal: %w", err)
+	}
+	s := newStmt(sql, toks)
+	if n := s.statements(); n != 1 {
+		return Plan{}, fmt.Errorf("wal: Materialized takes one statement, got %d", n)
+	}
+	verb, v := Verb(toks)
+	if verb != "insert" {
+		return Plan{}, fmt.Errorf("wal: Materialized takes an INSERT, not %s", strings.ToUpper(verb))
+	}
+	m, err := s.splitInsert(v, findings{nodeLocal: why, sequence: sequence})
+	if err != nil {
+		return Plan{}, err
+	}
+	if m.Query, err = rewriteClock(m.Query, ts); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Materialize: m}, nil
 }

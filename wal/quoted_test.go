@@ -21,6 +21,8 @@ func TestQuotedCalls(t *testing.T) {
 		{`CREATE MACRO r() AS "gen_random_uuid"()`, "gen_random_uuid() in a stored view, macro"},
 		{`UPDATE t SET x = 1 FROM "read_csv"('x.csv') u`, "read_csv() reads files"},
 		{`INSERT INTO t SELECT system.main."now"()`, "without a qualifier"},
+		{`CREATE VIEW v AS SELECT rowid AS r, a FROM t`, "rowid in a stored view"},
+		{`CREATE MACRO tm() AS TABLE SELECT "rowid" FROM t`, "rowid in a stored view"},
 	}
 	for _, tt := range refused {
 		_, err := Deterministic(tt.sql, leaderTime, testVolatile)
