@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
@@ -52,66 +51,29 @@ type Analysis struct {
 	RowID bool
 }
 
-// Analyzer binds statements against a database's catalog on connections of
-// its own. It is safe for concurrent use.
+// Analyzer binds statements against a database's catalog, each on a
+// connection of its own opened for it (a connection costs microseconds, and
+// none outlives the call to hold the database open). It is safe for
+// concurrent use.
 type Analyzer struct {
 	db *engine.DB
-
-	mu   sync.Mutex
-	idle []*engine.Conn
 }
-
-// maxIdle bounds the connections an Analyzer keeps open between calls.
-const maxIdle = 4
 
 // New returns an Analyzer of db.
 func New(db *engine.DB) *Analyzer { return &Analyzer{db: db} }
 
-// Close closes the idle connections.
-func (a *Analyzer) Close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, c := range a.idle {
-		c.Close()
-	}
-	a.idle = nil
-}
-
-func (a *Analyzer) conn() (*engine.Conn, error) {
-	a.mu.Lock()
-	if n := len(a.idle); n > 0 {
-		c := a.idle[n-1]
-		a.idle = a.idle[:n-1]
-		a.mu.Unlock()
-		return c, nil
-	}
-	a.mu.Unlock()
-	return a.db.Connect()
-}
-
-func (a *Analyzer) put(c *engine.Conn) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.idle) < maxIdle {
-		a.idle = append(a.idle, c)
-		return
-	}
-	c.Close()
-}
-
 // Analyze binds the one statement sql and reports what its plan does. An
 // error wrapping ErrUnbound means DuckDB could not bind it here.
 func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
-	c, err := a.conn()
+	c, err := a.db.Connect()
 	if err != nil {
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
+	defer c.Close()
 	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
 	if err != nil {
-		c.Close()
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
-	a.put(c)
 	if len(out) != 1 {
 		return Analysis{}, fmt.Errorf("analyze: json_serialize_plan returned %d rows", len(out))
 	}

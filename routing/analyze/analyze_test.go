@@ -48,9 +48,7 @@ func newAnalyzer(t *testing.T) *Analyzer {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	a := New(db)
-	t.Cleanup(a.Close)
-	return a
+	return New(db)
 }
 
 // volatile is what DuckDB 1.5 lists as VOLATILE.
@@ -198,7 +196,6 @@ func BenchmarkAnalyze(b *testing.B) {
 	c.Exec(context.Background(), "CREATE TABLE bench (id BIGINT, seq BIGINT, payload VARCHAR)")
 	c.Close()
 	a := New(db)
-	defer a.Close()
 	for b.Loop() {
 		if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
 			b.Fatal(err)
