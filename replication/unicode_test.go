@@ -22,10 +22,10 @@ func TestUnicodeSpacesInAppliedSQL(t *testing.T) {
 		t.Errorf("hasWord(%q, RETURNING) = false", ret)
 	}
 	for sql, refused := range map[string]bool{
-		"INSERT INTO t VALUES (1);" + nbsp:                    false,
-		"INSERT INTO t VALUES (1);" + nbsp + "COMMIT":         true,
-		"SET" + nbsp + "threads = 1":                          true,
-		"\u3000INSERT INTO t VALUES (1)":                      false,
+		"INSERT INTO t VALUES (1);" + nbsp:                   false,
+		"INSERT INTO t VALUES (1);" + nbsp + "COMMIT":        true,
+		"SET" + nbsp + "threads = 1":                         true,
+		"\u3000INSERT INTO t VALUES (1)":                     false,
 		"INSERT INTO t VALUES ('" + nbsp + ";" + nbsp + "')": false,
 	} {
 		if err := checkStatement(sql); (err != nil) != refused {
