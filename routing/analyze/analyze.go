@@ -72,7 +72,9 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 	defer c.Close()
 	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
 	if err != nil {
-		return Analysis{}, fmt.Errorf("analyze: %w", err)
+		// DuckDB answers most statements it cannot bind with an error
+		// object (fromPlan); whatever it raises instead is no answer either.
+		return Analysis{}, fmt.Errorf("%w: %w", ErrUnbound, err)
 	}
 	if len(out) != 1 {
 		return Analysis{}, fmt.Errorf("analyze: json_serialize_plan returned %d rows", len(out))

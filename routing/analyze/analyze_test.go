@@ -147,6 +147,19 @@ func TestDeterministicWritesPass(t *testing.T) {
 		"CREATE INDEX i ON t (a)",
 		"INSERT INTO nosuch VALUES (1)", // unbound: the lexer decides
 		"SELECT nextval('s')",
+		"CREATE SCHEMA sc",
+		"CREATE TYPE e AS ENUM ('x', 'y')",
+		"CREATE SEQUENCE s2",
+		"ALTER TABLE u RENAME TO u2",
+		"ALTER TABLE t ADD COLUMN z INT DEFAULT 1",
+		"ALTER TABLE t ALTER COLUMN b SET DEFAULT 7",
+		"COMMENT ON TABLE t IS 'x'",
+		"TRUNCATE t",
+		"DROP TABLE IF EXISTS r",
+		"CREATE TABLE n (a INT PRIMARY KEY, b VARCHAR DEFAULT 'x', c INT GENERATED ALWAYS AS (a * 2))",
+		"CREATE OR REPLACE VIEW w AS SELECT a FROM t USING SAMPLE 2 ROWS",
+		"INSERT INTO t VALUES (1, 2) ON CONFLICT DO NOTHING",
+		"UPDATE t SET b = b + 1 RETURNING a",
 	} {
 		plan, err := decide(t, a, sql)
 		if err != nil || plan.Materialize != nil {
