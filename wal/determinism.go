@@ -700,3 +700,43 @@ func Materialized(sql string, ts time.Time, why string, sequence bool) (Plan, er
 	}
 	return Plan{Materialize: m}, nil
 }
+
+// rowWords are the words that let a write read rows: a query (SELECT,
+// FROM, TABLE u, PIVOT), a change of existing rows (UPDATE, DELETE, MERGE)
+// or ALTER TABLE (ADD COLUMN … DEFAULT fills every row).
+var rowWords = map[string]bool{
+	"select": true, "from": true, "table": true, "pivot": true, "unpivot": true,
+	"update": true, "delete": true, "merge": true,
+}
+
+// namingTable are the words before a TABLE that only names the table a
+// statement creates, drops, truncates or comments on.
+var namingTable = map[string]bool{
+	"create": true, "replace": true, "temp": true, "temporary": true, "drop": true,
+	"truncate": true, "on": true,
+}
+
+// ReadsRows reports whether the text of a write may read rows while it
+// writes, by its words: the applier then runs it on one DuckDB thread, so
+// that nextval hands out values, and floating-point sums add up, in the
+// same order on every node (docs/determinism.md, rule 2). A macro can hide
+// a query from it; the leader's binder (routing/analyze) makes such a write
+// one the leader evaluates, or refuses it. Text the lexer cannot split
+// counts as reading rows.
+func ReadsRows(sql string) bool {
+	toks, err := Lex(sql)
+	if err != nil {
+		return true
+	}
+	sig := SignificantTokens(toks)
+	for k, t := range sig {
+		if t.Kind != TokIdent || !rowWords[strings.ToLower(t.Text)] {
+			continue
+		}
+		if t.Is("table") && k > 0 && sig[k-1].Kind == TokIdent && namingTable[strings.ToLower(sig[k-1].Text)] {
+			continue
+		}
+		return true
+	}
+	return false
+}

@@ -78,3 +78,28 @@ func TestUnicodeSpaces(t *testing.T) {
 		t.Errorf("Lex(a U+0085 b) = %+v, want one word", toks)
 	}
 }
+
+func TestReadsRows(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO t VALUES (1)":                                false,
+		"INSERT INTO t SELECT * FROM u":                           true,
+		"INSERT INTO t TABLE u":                                   true,
+		"INSERT INTO t FROM u":                                    true,
+		"CREATE TABLE c AS TABLE u":                               true,
+		"CREATE TABLE c (a INT)":                                  false,
+		"CREATE OR REPLACE TABLE c (a INT)":                       false,
+		"DROP TABLE c":                                            false,
+		"COMMENT ON TABLE c IS 'x'":                               false,
+		"ALTER TABLE t ADD COLUMN id BIGINT DEFAULT nextval('s')": true,
+		"MERGE INTO t USING u ON t.k = u.k WHEN NOT MATCHED THEN INSERT VALUES (nextval('s'))": true,
+		"UPDATE t SET a = 1":                    true,
+		"DELETE FROM t":                         true,
+		"INSERT INTO t VALUES ('SELECT')":       false,
+		"INSERT\u00a0INTO t\u00a0SELECT\u00a01": true,
+		"INSERT INTO t VALUES ('x":              true,
+	} {
+		if got := ReadsRows(sql); got != want {
+			t.Errorf("ReadsRows(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

@@ -49,6 +49,11 @@ type Analysis struct {
 	// rowids are node-local (a snapshot restore or a checkpoint renumbers
 	// them).
 	RowID bool
+	// HiddenScan is set when the plan scans rows but the text has no word
+	// that makes the applier apply it on one thread (wal.ReadsRows): a
+	// macro hides a query, and DuckDB's threads would then order nextval's
+	// values and floating-point sums differently on each node.
+	HiddenScan bool
 }
 
 // Analyzer binds statements against a database's catalog, each on a
@@ -87,6 +92,7 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 	// hides it, and a write's own scan of its target reads it anyway): the
 	// text naming it does.
 	an.RowID = rowid && namesRowID(sql)
+	an.HiddenScan = an.HiddenScan && !wal.ReadsRows(sql)
 	return an, nil
 }
 
@@ -151,6 +157,7 @@ func (w *walker) walk(v any) {
 		case "LOGICAL_SAMPLE":
 			w.an.Sample = true
 		case "LOGICAL_GET":
+			w.an.HiddenScan = true // until Analyze compares with the text
 			w.get(v)
 		}
 		for k, c := range v {

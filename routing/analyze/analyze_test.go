@@ -29,6 +29,7 @@ var setup = []string{
 	"CREATE VIEW vr AS SELECT random() AS r",
 	"CREATE VIEW vs AS SELECT a FROM t USING SAMPLE 3 ROWS",
 	"CREATE TABLE d (a INT, b DOUBLE DEFAULT m(1))",
+	"CREATE MACRO total() AS (SELECT sum(b) FROM t)",
 }
 
 func newAnalyzer(t *testing.T) *Analyzer {
@@ -117,6 +118,8 @@ func TestDivergenceClasses(t *testing.T) {
 		{"rowid", "UPDATE t SET b = rowid", "rowid in UPDATE"},
 		{"rowid", "CREATE TABLE c AS SELECT rowid AS r FROM t", "rowid in CREATE TABLE"},
 		{"rowid", "INSERT INTO u SELECT rowid FROM t", ""},
+		{"hidden scan", "INSERT INTO u VALUES (total())", ""},
+		{"hidden scan", "CREATE TABLE c AS VALUES (total())", "a query hidden in a macro in CREATE TABLE"},
 	}
 	for _, tt := range tests {
 		plan, err := decide(t, a, tt.sql)

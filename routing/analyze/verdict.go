@@ -98,6 +98,10 @@ func (an Analysis) Check(volatile wal.Volatile) (Verdict, error) {
 	if an.RowID {
 		note("rowid", "rowids are local to each node (a snapshot restore or a checkpoint renumbers the rows); use a primary key or another column that identifies the rows")
 	}
+	if an.HiddenScan && (insert || an.Operator == "LOGICAL_CREATE_TABLE") {
+		note("a query hidden in a macro", "the replicas would apply it on several threads, which order nextval() and floating-point sums differently; "+
+			"write the query in the statement (INSERT INTO t SELECT …)")
+	}
 	if why == "" {
 		return Verdict{Sequence: v.Sequence}, nil
 	}
