@@ -57,9 +57,8 @@ type Analysis struct {
 }
 
 // Analyzer binds statements against a database's catalog, each on a
-// connection of its own opened for it (a connection costs microseconds, and
-// none outlives the call to hold the database open). It is safe for
-// concurrent use.
+// connection opened for it, so that none outlives the call and holds the
+// database open. It is safe for concurrent use.
 type Analyzer struct {
 	db *engine.DB
 }
@@ -84,15 +83,15 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 	if len(out) != 1 {
 		return Analysis{}, fmt.Errorf("analyze: json_serialize_plan returned %d rows", len(out))
 	}
-	an, rowid, err := fromPlan(out[0])
+	an, scans, err := fromPlan(out[0])
 	if err != nil {
 		return Analysis{}, err
 	}
 	// Which scan of rowid is the user's the plan does not say (an alias
 	// hides it, and a write's own scan of its target reads it anyway): the
 	// text naming it does.
-	an.RowID = rowid && namesRowID(sql)
-	an.HiddenScan = an.HiddenScan && !wal.ReadsRows(sql)
+	an.RowID = scans.rowid && namesRowID(sql)
+	an.HiddenScan = scans.rows && !wal.ReadsRows(sql)
 	return an, nil
 }
 
@@ -103,23 +102,32 @@ type planError struct {
 	Message string `json:"error_message"`
 }
 
-// fromPlan reads json_serialize_plan's output; rowid reports whether a
-// scan reads the rowid pseudo-column.
-func fromPlan(text string) (an Analysis, rowid bool, err error) {
+// scanFacts are what the plan's scans read, which Analyze weighs against
+// the statement's text.
+type scanFacts struct {
+	// rows is set when the plan scans a table or table function.
+	rows bool
+	// rowid is set when a scan reads the rowid pseudo-column and no
+	// scanned table has a real column named rowid.
+	rowid bool
+}
+
+// fromPlan reads json_serialize_plan's output.
+func fromPlan(text string) (Analysis, scanFacts, error) {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber() // column indexes reach 2^64-1, which float64 rounds
 	var root map[string]any
 	if err := dec.Decode(&root); err != nil {
-		return Analysis{}, false, fmt.Errorf("analyze: decode plan: %w", err)
+		return Analysis{}, scanFacts{}, fmt.Errorf("analyze: decode plan: %w", err)
 	}
 	if failed, _ := root["error"].(bool); failed {
 		var pe planError
 		_ = json.Unmarshal([]byte(text), &pe)
-		return Analysis{}, false, fmt.Errorf("%w: %s: %s", ErrUnbound, pe.Type, pe.Message)
+		return Analysis{}, scanFacts{}, fmt.Errorf("%w: %s: %s", ErrUnbound, pe.Type, pe.Message)
 	}
 	plans, _ := root["plans"].([]any)
 	if len(plans) != 1 {
-		return Analysis{}, false, fmt.Errorf("%w: %d plans for one statement", ErrUnbound, len(plans))
+		return Analysis{}, scanFacts{}, fmt.Errorf("%w: %d plans for one statement", ErrUnbound, len(plans))
 	}
 	top, _ := plans[0].(map[string]any)
 	w := walker{an: Analysis{Operator: str(top["type"])}}
@@ -127,12 +135,13 @@ func fromPlan(text string) (an Analysis, rowid bool, err error) {
 	// fills in every column it does not list.
 	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
 	w.walk(top)
-	return w.an, w.rowidScan && !w.rowidColumn, nil
+	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
 }
 
 type walker struct {
 	an       Analysis
 	defaults bool
+	scans    bool
 	// rowidScan is set when a scan reads the rowid pseudo-column (an
 	// UPDATE's, DELETE's or MERGE's own scan of its target always does,
 	// and so does count(*)); rowidColumn when a scanned table has a real
@@ -157,7 +166,7 @@ func (w *walker) walk(v any) {
 		case "LOGICAL_SAMPLE":
 			w.an.Sample = true
 		case "LOGICAL_GET":
-			w.an.HiddenScan = true // until Analyze compares with the text
+			w.scans = true
 			w.get(v)
 		}
 		for k, c := range v {
