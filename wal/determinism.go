@@ -78,8 +78,15 @@ var clockKeywords = map[string]bool{
 var sequenceFuncs = map[string]bool{"nextval": true, "currval": true}
 
 // sessionFuncs read or change state of the client's session, which the
-// replicas do not have.
-var sessionFuncs = map[string]bool{"setseed": true, "getvariable": true, "current_setting": true}
+// replicas do not have. Besides the clock and txid_current, they are what
+// DuckDB 1.5.6 lists as CONSISTENT_WITHIN_QUERY: the search path
+// (current_schema, current_schemas, in_search_path, which SET search_path
+// changes per session) and the catalog's name (current_database, taken
+// from each node's database file).
+var sessionFuncs = map[string]bool{
+	"setseed": true, "getvariable": true, "current_setting": true,
+	"current_schema": true, "current_schemas": true, "in_search_path": true, "current_database": true,
+}
 
 // moreVolatile are node-dependent functions that DuckDB does not list as
 // VOLATILE.

@@ -22,6 +22,8 @@ func TestQuotedCalls(t *testing.T) {
 		{`UPDATE t SET x = 1 FROM "read_csv"('x.csv') u`, "read_csv() reads files"},
 		{`INSERT INTO t SELECT system.main."now"()`, "without a qualifier"},
 		{`CREATE VIEW v AS SELECT rowid AS r, a FROM t`, "rowid in a stored view"},
+		{`INSERT INTO t VALUES (current_schema())`, "current_schema() depends on the client's session"},
+		{`UPDATE t SET db = "current_database"()`, "current_database() depends"},
 		{`CREATE MACRO tm() AS TABLE SELECT "rowid" FROM t`, "rowid in a stored view"},
 	}
 	for _, tt := range refused {

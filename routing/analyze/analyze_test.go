@@ -30,6 +30,7 @@ var setup = []string{
 	"CREATE VIEW vs AS SELECT a FROM t USING SAMPLE 3 ROWS",
 	"CREATE TABLE d (a INT, b DOUBLE DEFAULT m(1))",
 	"CREATE MACRO total() AS (SELECT sum(b) FROM t)",
+	"CREATE MACRO whereami() AS current_schema()",
 }
 
 func newAnalyzer(t *testing.T) *Analyzer {
@@ -119,6 +120,8 @@ func TestDivergenceClasses(t *testing.T) {
 		{"rowid", "CREATE TABLE c AS SELECT rowid AS r FROM t", "rowid in CREATE TABLE"},
 		{"rowid", "INSERT INTO u SELECT rowid FROM t", ""},
 		{"hidden scan", "INSERT INTO u VALUES (total())", ""},
+		{"session", "INSERT INTO u SELECT length(whereami())", "current_schema() in INSERT depends on the client's session"},
+		{"session", "UPDATE t SET b = length(whereami())", "current_schema() in UPDATE"},
 		{"hidden scan", "CREATE TABLE c AS VALUES (total())", "a query hidden in a macro in CREATE TABLE"},
 	}
 	for _, tt := range tests {
