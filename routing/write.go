@@ -13,7 +13,6 @@ import (
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
-	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -169,7 +168,8 @@ func APIError(err error) error {
 }
 
 // applyOnLeader makes each statement of cmd deterministic with the
-// leader's clock and proposes the result as one command.
+// leader's clock, as the lexer's rules and DuckDB's binder decide
+// (routing/analyze), and proposes the result as one command.
 func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	now := e.cfg.Now()
 	var entries []wal.Entry
@@ -181,11 +181,8 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			if len(entry.Params) > 0 {
 				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
 			}
-			plan, err := wal.Deterministic(entry.SQL, now, e.volatile)
+			plan, err := e.analyzer.Decide(ctx, entry.SQL, now, e.volatile, e.log)
 			if err != nil {
-				return nil, err
-			}
-			if plan, err = e.bound(ctx, entry.SQL, plan, now); err != nil {
 				return nil, err
 			}
 			if plan.Materialize == nil {
@@ -202,37 +199,6 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 		}
 	}
 	return e.cfg.Store.Execute(ctx, wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)})
-}
-
-// bound checks what wal.Deterministic made of sql against DuckDB's binder
-// (routing/analyze), which sees what the text hides: functions in macros
-// and views, the DEFAULTs the write fills in, sampling, rowid, table
-// functions over node-local state. It returns plan, a Materialize plan for
-// an INSERT whose values need the leader, or the refusal. A plan already
-// materialized, an INSERT … VALUES of literals (the hot path, see
-// routing/analyze/DESIGN.md) and a statement DuckDB cannot bind here (its
-// table is created earlier in the same transaction) keep the lexer's
-// answer.
-func (e *Executor) bound(ctx context.Context, sql string, plan wal.Plan, now time.Time) (wal.Plan, error) {
-	if plan.Materialize != nil || analyze.LiteralInsert(plan.SQL) {
-		return plan, nil
-	}
-	an, err := e.analyzer.Analyze(ctx, plan.SQL)
-	if errors.Is(err, analyze.ErrUnbound) {
-		e.log.Debug("write not bound on the leader; the lexer's rules decide", "err", err)
-		return plan, nil
-	}
-	if err != nil {
-		return wal.Plan{}, err
-	}
-	v, err := an.Check(e.volatile)
-	if err != nil {
-		return wal.Plan{}, err
-	}
-	if v.Materialize {
-		return wal.Materialized(sql, now, v.Why, v.Sequence)
-	}
-	return plan, nil
 }
 
 // materialize evaluates a volatile query once, here on the leader, and

@@ -103,8 +103,13 @@ var nodeLocalFuncs = map[string]bool{
 	"duckdb_secrets": true, "duckdb_temporary_files": true, "duckdb_databases": true,
 }
 
+// isNodeLocal reports whether the function reads node-local state: the
+// names above, file readers (read_*, *_scan), and DuckDB's views of the
+// node (duckdb_*: settings, memory, extensions, catalog with its OIDs;
+// pragma_*: database size, storage info, …).
 func isNodeLocal(name string) bool {
-	return nodeLocalFuncs[name] || strings.HasPrefix(name, "read_") || strings.HasSuffix(name, "_scan")
+	return nodeLocalFuncs[name] || strings.HasPrefix(name, "read_") || strings.HasSuffix(name, "_scan") ||
+		strings.HasPrefix(name, "duckdb_") || strings.HasPrefix(name, "pragma_")
 }
 
 // Deterministic turns one client write into what the leader replicates: the
@@ -232,8 +237,26 @@ func checkCreate(s *stmt, v int, f findings) error {
 		return refuse("%s in %s would read files local to each replica; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader", f.nodeLocal, what)
 	case !s.createsTable(v) && s.namesRowID():
 		return refuse("rowid in %s would hide node-local row numbers (a snapshot restore or a checkpoint renumbers rows) from the writes that use it; select a key column instead", what)
+	case !s.createsTable(v) && Samples(s.sql):
+		return refuse("sampling in %s would pick other rows on each replica in the writes that use it; sample in the statement that needs it (INSERT INTO t SELECT … USING SAMPLE …, which duckraft evaluates once on the leader)", what)
 	}
 	return nil
+}
+
+// Samples reports whether the text samples rows: USING SAMPLE or
+// TABLESAMPLE outside strings and comments.
+func Samples(sql string) bool {
+	toks, err := Lex(sql)
+	if err != nil {
+		return false
+	}
+	sig := SignificantTokens(toks)
+	for k, t := range sig {
+		if t.Is("tablesample") || t.Is("sample") && k > 0 && sig[k-1].Is("using") {
+			return true
+		}
+	}
+	return false
 }
 
 // namesRowID reports whether the statement names rowid (bare or quoted)

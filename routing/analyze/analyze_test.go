@@ -3,6 +3,7 @@ package analyze
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -61,29 +62,10 @@ var volatile = wal.Volatile{
 	"uuid": true, "uuidv4": true, "uuidv7": true, "write_log": true,
 }
 
-// decide runs the leader's rules as routing does: the lexer's
-// (wal.Deterministic), then the binder's on the rewritten statement.
+// decide is the leader's decision, as routing makes it.
 func decide(t *testing.T, a *Analyzer, sql string) (wal.Plan, error) {
 	t.Helper()
-	plan, err := wal.Deterministic(sql, leaderTime, volatile)
-	if err != nil || plan.Materialize != nil {
-		return plan, err
-	}
-	an, err := a.Analyze(context.Background(), plan.SQL)
-	if errors.Is(err, ErrUnbound) {
-		return plan, nil
-	}
-	if err != nil {
-		t.Fatalf("Analyze(%q): %v", plan.SQL, err)
-	}
-	v, err := an.Check(volatile)
-	if err != nil {
-		return wal.Plan{}, err
-	}
-	if v.Materialize {
-		return wal.Materialized(sql, leaderTime, v.Why, v.Sequence)
-	}
-	return plan, nil
+	return a.Decide(context.Background(), sql, leaderTime, volatile, slog.New(slog.DiscardHandler))
 }
 
 // TestDivergenceClasses: each statement, accepted by the lexer's rules
@@ -109,8 +91,9 @@ func TestDivergenceClasses(t *testing.T) {
 		{"sample", "CREATE TABLE c AS SELECT * FROM t USING SAMPLE 50%", "sampling"},
 		{"sample", "DELETE FROM t WHERE a IN (SELECT a FROM vs)", "sampling"},
 		{"sample", "INSERT INTO u SELECT a FROM t USING SAMPLE 3 ROWS", ""},
-		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM pragma_database_size())", "pragma_database_size() in UPDATE"},
-		{"node-local", "DELETE FROM t WHERE a > (SELECT count(*) FROM duckdb_functions())", "duckdb_functions() in DELETE"},
+		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM pragma_database_size())", "pragma_database_size()"},
+		{"node-local", "DELETE FROM t WHERE a > (SELECT count(*) FROM duckdb_functions())", "duckdb_functions()"},
+		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM test_all_types())", "test_all_types() in UPDATE"},
 		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM tm())", "pragma_database_size() in UPDATE"},
 		{"node-local", "CREATE TABLE c AS SELECT * FROM tm()", "pragma_database_size() in CREATE TABLE"},
 		{"node-local", "INSERT INTO u SELECT count(*) FROM tm()", ""},
@@ -131,6 +114,32 @@ func TestDivergenceClasses(t *testing.T) {
 			t.Errorf("%s: %s = %+v, %v; want a Materialize plan", tt.class, tt.sql, plan, err)
 		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
 			t.Errorf("%s: %s error = %v\nwant ErrNondeterministic with %q", tt.class, tt.sql, err, tt.why)
+		}
+	}
+}
+
+// TestUnboundFallsBackToText: a statement naming a table DuckDB does not
+// know yet (created earlier in the same client transaction) is decided by
+// its text, which still shows sampling and rowid.
+func TestUnboundFallsBackToText(t *testing.T) {
+	a := newAnalyzer(t)
+	tests := []struct{ sql, why string }{
+		{"DELETE FROM nosuch WHERE a IN (SELECT a FROM nosuch USING SAMPLE 2 ROWS)", "sampling (USING SAMPLE, TABLESAMPLE) in DELETE"},
+		{"UPDATE nosuch SET b = rowid", "rowid in UPDATE"},
+		{"CREATE TABLE c2 AS SELECT * FROM nosuch TABLESAMPLE 10%", "sampling (USING SAMPLE, TABLESAMPLE) in CREATE TABLE"},
+		{"MERGE INTO nosuch USING t ON nosuch.rowid = t.a WHEN MATCHED THEN DELETE", "rowid in MERGE"},
+		{"INSERT INTO nosuch SELECT a FROM nosuch USING SAMPLE 2 ROWS", ""},
+	}
+	for _, tt := range tests {
+		if _, err := a.Analyze(context.Background(), tt.sql); !errors.Is(err, ErrUnbound) {
+			t.Fatalf("Analyze(%q) = %v, want ErrUnbound", tt.sql, err)
+		}
+		plan, err := decide(t, a, tt.sql)
+		switch {
+		case tt.why == "" && (err != nil || plan.Materialize == nil):
+			t.Errorf("%s = %+v, %v; want a Materialize plan", tt.sql, plan, err)
+		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
+			t.Errorf("%s error = %v\nwant ErrNondeterministic with %q", tt.sql, err, tt.why)
 		}
 	}
 }
@@ -163,7 +172,7 @@ func TestDeterministicWritesPass(t *testing.T) {
 		"TRUNCATE t",
 		"DROP TABLE IF EXISTS r",
 		"CREATE TABLE n (a INT PRIMARY KEY, b VARCHAR DEFAULT 'x', c INT GENERATED ALWAYS AS (a * 2))",
-		"CREATE OR REPLACE VIEW w AS SELECT a FROM t USING SAMPLE 2 ROWS",
+		"CREATE OR REPLACE VIEW w AS SELECT a FROM t",
 		"INSERT INTO t VALUES (1, 2) ON CONFLICT DO NOTHING",
 		"UPDATE t SET b = b + 1 RETURNING a",
 	} {
