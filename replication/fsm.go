@@ -315,30 +315,18 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 }
 
 // serialApply reports whether work holds a statement that reads rows while
-// it writes (INSERT … SELECT, UPDATE, DELETE, CREATE TABLE … AS). DuckDB runs
-// those on several threads, and then the order in which nextval hands out
-// values or a floating-point sum adds up differs from node to node.
+// it writes (wal.ReadsRows: INSERT … SELECT, UPDATE, DELETE, MERGE, CREATE
+// TABLE … AS, ALTER TABLE). DuckDB runs those on several threads, and then
+// the order in which nextval hands out values or a floating-point sum adds
+// up differs from node to node.
 func serialApply(work []pending) bool {
-	var stmts []wal.Statement
 	for _, p := range work {
-		switch e := p.cmd.Entry.(type) {
-		case wal.Statement:
-			stmts = append(stmts, e)
-		case wal.Txn:
-			for _, te := range e.Entries {
-				if st, ok := te.(wal.Statement); ok {
-					stmts = append(stmts, st)
-				}
-			}
+		entries := []wal.Entry{p.cmd.Entry}
+		if txn, ok := p.cmd.Entry.(wal.Txn); ok {
+			entries = txn.Entries
 		}
-	}
-	for _, st := range stmts {
-		toks, err := wal.Lex(st.SQL)
-		if err != nil {
-			return true
-		}
-		for _, t := range toks {
-			if t.Kind == wal.TokIdent && (t.Is("select") || t.Is("from") || t.Is("update") || t.Is("delete")) {
+		for _, e := range entries {
+			if st, ok := e.(wal.Statement); ok && wal.ReadsRows(st.SQL) {
 				return true
 			}
 		}

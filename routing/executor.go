@@ -21,6 +21,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/wal"
@@ -87,6 +88,9 @@ type Executor struct {
 	cfg      Config
 	log      *slog.Logger
 	volatile wal.Volatile
+	// analyzer binds writes on the leader (routing/analyze); nil without
+	// a database.
+	analyzer *analyze.Analyzer
 	remote   Remote
 	bal      *balance.Balancer
 
@@ -123,7 +127,7 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, remote: cfg.Remote, bal: balance.New()}, nil
+	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, analyzer: analyze.New(cfg.DB), remote: cfg.Remote, bal: balance.New()}, nil
 }
 
 // Reads returns how many reads this node has run itself, its own clients'

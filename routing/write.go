@@ -168,7 +168,8 @@ func APIError(err error) error {
 }
 
 // applyOnLeader makes each statement of cmd deterministic with the
-// leader's clock and proposes the result as one command.
+// leader's clock, as the lexer's rules and DuckDB's binder decide
+// (routing/analyze), and proposes the result as one command.
 func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	now := e.cfg.Now()
 	var entries []wal.Entry
@@ -180,7 +181,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			if len(entry.Params) > 0 {
 				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
 			}
-			plan, err := wal.Deterministic(entry.SQL, now, e.volatile)
+			plan, err := e.analyzer.Decide(ctx, entry.SQL, now, e.volatile, e.log)
 			if err != nil {
 				return nil, err
 			}

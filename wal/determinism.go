@@ -78,8 +78,15 @@ var clockKeywords = map[string]bool{
 var sequenceFuncs = map[string]bool{"nextval": true, "currval": true}
 
 // sessionFuncs read or change state of the client's session, which the
-// replicas do not have.
-var sessionFuncs = map[string]bool{"setseed": true, "getvariable": true, "current_setting": true}
+// replicas do not have. Besides the clock and txid_current, they are what
+// DuckDB 1.5.6 lists as CONSISTENT_WITHIN_QUERY: the search path
+// (current_schema, current_schemas, in_search_path, which SET search_path
+// changes per session) and the catalog's name (current_database, taken
+// from each node's database file).
+var sessionFuncs = map[string]bool{
+	"setseed": true, "getvariable": true, "current_setting": true,
+	"current_schema": true, "current_schemas": true, "in_search_path": true, "current_database": true,
+}
 
 // moreVolatile are node-dependent functions that DuckDB does not list as
 // VOLATILE.
@@ -96,8 +103,13 @@ var nodeLocalFuncs = map[string]bool{
 	"duckdb_secrets": true, "duckdb_temporary_files": true, "duckdb_databases": true,
 }
 
+// isNodeLocal reports whether the function reads node-local state: the
+// names above, file readers (read_*, *_scan), and DuckDB's views of the
+// node (duckdb_*: settings, memory, extensions, catalog with its OIDs;
+// pragma_*: database size, storage info, …).
 func isNodeLocal(name string) bool {
-	return nodeLocalFuncs[name] || strings.HasPrefix(name, "read_") || strings.HasSuffix(name, "_scan")
+	return nodeLocalFuncs[name] || strings.HasPrefix(name, "read_") || strings.HasSuffix(name, "_scan") ||
+		strings.HasPrefix(name, "duckdb_") || strings.HasPrefix(name, "pragma_")
 }
 
 // Deterministic turns one client write into what the leader replicates: the
@@ -223,8 +235,39 @@ func checkCreate(s *stmt, v int, f findings) error {
 		return refuse("%s in %s would be evaluated with each replica's clock; give the value in INSERT (duckraft uses the leader's timestamp there) or, in a macro, take it as a parameter", f.clockName, what)
 	case f.nodeLocal != "":
 		return refuse("%s in %s would read files local to each replica; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader", f.nodeLocal, what)
+	case !s.createsTable(v) && s.namesRowID():
+		return refuse("rowid in %s would hide node-local row numbers (a snapshot restore or a checkpoint renumbers rows) from the writes that use it; select a key column instead", what)
+	case !s.createsTable(v) && Samples(s.sql):
+		return refuse("sampling in %s would pick other rows on each replica in the writes that use it; sample in the statement that needs it (INSERT INTO t SELECT … USING SAMPLE …, which duckraft evaluates once on the leader)", what)
 	}
 	return nil
+}
+
+// Samples reports whether the text samples rows: USING SAMPLE or
+// TABLESAMPLE outside strings and comments.
+func Samples(sql string) bool {
+	toks, err := Lex(sql)
+	if err != nil {
+		return false
+	}
+	sig := SignificantTokens(toks)
+	for k, t := range sig {
+		if t.Is("tablesample") || t.Is("sample") && k > 0 && sig[k-1].Is("using") {
+			return true
+		}
+	}
+	return false
+}
+
+// namesRowID reports whether the statement names rowid (bare or quoted)
+// other than as a function.
+func (s *stmt) namesRowID() bool {
+	for k := range s.sig {
+		if t := s.at(k); (t.Kind == TokIdent || t.Kind == TokQuotedIdent) && funcName(t) == "rowid" && !s.punct(k+1, '(') {
+			return true
+		}
+	}
+	return false
 }
 
 // stmt is a lexed statement with the indexes of its significant tokens.
@@ -306,8 +349,8 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 		switch {
 		case t.IsPunct('('):
 			opener := ""
-			if p := s.at(k - 1); p.Kind == TokIdent {
-				opener = strings.ToLower(p.Text)
+			if p := s.at(k - 1); p.Kind == TokIdent || p.Kind == TokQuotedIdent {
+				opener = funcName(p)
 			}
 			parens = append(parens, opener)
 		case t.IsPunct(')'):
@@ -319,7 +362,7 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 			if !inSpecial && (s.word(k-1, "from") || s.word(k-1, "join") || s.word(k-1, "using")) && f.nodeLocal == "" {
 				f.nodeLocal = "the file " + t.Text
 			}
-		case t.Kind == TokIdent:
+		case t.Kind == TokIdent || t.Kind == TokQuotedIdent:
 			if err := s.call(k, volatile, &f); err != nil {
 				return f, err
 			}
@@ -328,12 +371,25 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 	return f, nil
 }
 
-// call records what identifier k is, when it is a function call or a clock
-// keyword.
+// funcName is the lower-case name a word or quoted identifier gives a
+// function: DuckDB resolves "random"() and "RANDOM"() to random, as it
+// looks functions up case-insensitively.
+func funcName(t Token) string {
+	if t.Kind == TokQuotedIdent && len(t.Text) >= 2 && strings.HasSuffix(t.Text, `"`) {
+		return strings.ToLower(strings.ReplaceAll(t.Text[1:len(t.Text)-1], `""`, `"`))
+	}
+	return strings.ToLower(t.Text)
+}
+
+// call records what identifier k (a word or a quoted identifier) is, when
+// it is a function call or a clock keyword.
 func (s *stmt) call(k int, volatile Volatile, f *findings) error {
-	name := strings.ToLower(s.at(k).Text)
+	name := funcName(s.at(k))
 	qualified := s.punct(k-1, '.')
 	isCall := s.punct(k+1, '(')
+	if !isCall && s.at(k).Kind == TokQuotedIdent {
+		return nil // a quoted column, never a clock keyword
+	}
 	if kind, ok := clockFuncs[name]; ok {
 		switch {
 		case isCall && qualified:
@@ -602,4 +658,115 @@ func Verb(toks []Token) (string, int) {
 		}
 	}
 	return "with", 0
+}
+
+// FuncClass is what calling a function means for a replicated write
+// (docs/determinism.md): the rules of Deterministic, by function name, for
+// callers that find the calls another way (DuckDB's binder, package
+// routing/analyze).
+type FuncClass uint8
+
+// Function classes.
+const (
+	// FuncPlain gives the same result on every replica.
+	FuncPlain FuncClass = iota
+	// FuncClock reads the clock (now(), current_date, …).
+	FuncClock
+	// FuncSequence reads or advances a sequence: replicated in log order.
+	FuncSequence
+	// FuncSession depends on the client's session (setseed, getvariable,
+	// current_setting).
+	FuncSession
+	// FuncNodeLocal reads files, the network or the node's configuration.
+	FuncNodeLocal
+	// FuncVolatile differs between calls (random, uuid, …).
+	FuncVolatile
+)
+
+// ClassifyFunction returns the class of the function with the given name
+// (any case), with volatile as DuckDB lists it.
+func ClassifyFunction(name string, volatile Volatile) FuncClass {
+	name = strings.ToLower(name)
+	switch {
+	case clockFuncs[name] != 0:
+		return FuncClock
+	case sequenceFuncs[name]:
+		return FuncSequence
+	case sessionFuncs[name]:
+		return FuncSession
+	case isNodeLocal(name):
+		return FuncNodeLocal
+	case volatile[name] || moreVolatile[name]:
+		return FuncVolatile
+	}
+	return FuncPlain
+}
+
+// Materialized returns the Materialize plan of an INSERT whose values must
+// be computed once on the leader although its text shows no reason to,
+// because DuckDB's binder found one (a macro or view hiding random(), a
+// sample, rowid): why says which, for the refusals of the forms a plain
+// append cannot keep. sequence is set when the statement also calls
+// nextval or currval, which must run on every replica instead.
+func Materialized(sql string, ts time.Time, why string, sequence bool) (Plan, error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return Plan{}, fmt.Errorf("wal: %w", err)
+	}
+	s := newStmt(sql, toks)
+	if n := s.statements(); n != 1 {
+		return Plan{}, fmt.Errorf("wal: Materialized takes one statement, got %d", n)
+	}
+	verb, v := Verb(toks)
+	if verb != "insert" {
+		return Plan{}, fmt.Errorf("wal: Materialized takes an INSERT, not %s", strings.ToUpper(verb))
+	}
+	m, err := s.splitInsert(v, findings{nodeLocal: why, sequence: sequence})
+	if err != nil {
+		return Plan{}, err
+	}
+	if m.Query, err = rewriteClock(m.Query, ts); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Materialize: m}, nil
+}
+
+// rowWords are the words that let a write read rows: a query (SELECT,
+// FROM, TABLE u, PIVOT), a change of existing rows (UPDATE, DELETE, MERGE)
+// or ALTER TABLE (ADD COLUMN … DEFAULT fills every row).
+var rowWords = map[string]bool{
+	"select": true, "from": true, "table": true, "pivot": true, "unpivot": true,
+	"update": true, "delete": true, "merge": true,
+}
+
+// namingTable are the words before a TABLE that only names the table a
+// statement creates, drops, truncates or comments on.
+var namingTable = map[string]bool{
+	"create": true, "replace": true, "temp": true, "temporary": true, "drop": true,
+	"truncate": true, "on": true,
+}
+
+// ReadsRows reports whether the text of a write may read rows while it
+// writes, by its words: the applier then runs it on one DuckDB thread, so
+// that nextval hands out values, and floating-point sums add up, in the
+// same order on every node (docs/determinism.md, rule 2). A macro can hide
+// a query from it; the leader's binder (routing/analyze) makes such a write
+// one the leader evaluates, or refuses it. Text the lexer cannot split
+// counts as reading rows.
+func ReadsRows(sql string) bool {
+	toks, err := Lex(sql)
+	if err != nil {
+		return true
+	}
+	sig := SignificantTokens(toks)
+	for k, t := range sig {
+		if t.Kind != TokIdent || !rowWords[strings.ToLower(t.Text)] {
+			continue
+		}
+		if t.Is("table") && k > 0 && sig[k-1].Kind == TokIdent && namingTable[strings.ToLower(sig[k-1].Text)] {
+			continue
+		}
+		return true
+	}
+	return false
 }

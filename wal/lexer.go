@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrSyntax reports SQL text that the lexer cannot split into tokens safely,
@@ -100,10 +101,10 @@ func scan(sql string, i int) (TokenKind, int, bool) {
 		next = sql[i+1]
 	}
 	switch {
-	case isSpace(c):
-		j := i + 1
-		for j < len(sql) && isSpace(sql[j]) {
-			j++
+	case spaceLen(sql, i) > 0:
+		j := i
+		for n := spaceLen(sql, j); n > 0; n = spaceLen(sql, j) {
+			j += n
 		}
 		return TokSpace, j, true
 	case c == '-' && next == '-':
@@ -129,7 +130,7 @@ func scan(sql string, i int) (TokenKind, int, bool) {
 		return TokString, end, ok
 	case isIdentStart(c):
 		j := i + 1
-		for j < len(sql) && isIdentPart(sql[j]) {
+		for j < len(sql) && isIdentPart(sql[j]) && spaceLen(sql, j) == 0 {
 			j++
 		}
 		return TokIdent, j, true
@@ -270,6 +271,36 @@ func startsComment(sql string, j int) bool {
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// unicodeSpaces are the non-ASCII characters DuckDB's parser reads as
+// white space outside strings and quoted identifiers (measured on DuckDB
+// 1.5.6 by trying every code point of the Basic Multilingual Plane between
+// two keywords): SELECT\u00a0random() is a call of random there, so it must
+// be one here too. U+0085, U+1680 and U+2028 are not among them.
+var unicodeSpaces = map[rune]bool{
+	'\u00a0': true, '\u2000': true, '\u2001': true, '\u2002': true, '\u2003': true, '\u2004': true,
+	'\u2005': true, '\u2006': true, '\u2007': true, '\u2008': true, '\u2009': true, '\u200a': true,
+	'\u200b': true, '\u202f': true, '\u205f': true, '\u2060': true, '\u3000': true, '\ufeff': true,
+}
+
+// spaceLen returns the length in bytes of the white space character at
+// sql[i] (ASCII or one of unicodeSpaces), or 0 if there is none.
+func spaceLen(sql string, i int) int {
+	if i >= len(sql) {
+		return 0
+	}
+	if c := sql[i]; c < utf8.RuneSelf {
+		if isSpace(c) {
+			return 1
+		}
+		return 0
+	}
+	r, n := utf8.DecodeRuneInString(sql[i:])
+	if unicodeSpaces[r] {
+		return n
+	}
+	return 0
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -1,0 +1,264 @@
+// Package analyze asks DuckDB's own binder what a write does: it binds the
+// statement against the leader's catalog (json_serialize_plan gives the
+// bound, unoptimized logical plan) and reports every function the plan
+// calls after macros and views are expanded, the target table's DEFAULT
+// expressions it uses, the table functions it scans, sampling and rowid.
+// Verdict turns that into the determinism rules of docs/determinism.md;
+// DESIGN.md says where the lexer of package wal still answers instead.
+package analyze
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// ErrUnbound reports a statement DuckDB could not bind on this node, e.g.
+// one naming a table that an earlier, not yet committed statement of the
+// same client transaction creates. Callers fall back to the lexer's rules.
+var ErrUnbound = errors.New("analyze: DuckDB cannot bind the statement here")
+
+// rowidIndex is the column index DuckDB's plan gives the rowid
+// pseudo-column (COLUMN_IDENTIFIER_ROW_ID, 2^64-1).
+const rowidIndex = "18446744073709551615"
+
+// Analysis is what DuckDB's binder says a statement does.
+type Analysis struct {
+	// Operator is the plan's top logical operator, e.g. LOGICAL_INSERT,
+	// LOGICAL_UPDATE, LOGICAL_CREATE_TABLE.
+	Operator string
+	// Calls are the lower-case names of the scalar, aggregate and window
+	// functions the plan calls, macros expanded, views' queries and the
+	// DEFAULT expressions the write fills in included, in plan order
+	// without repeats.
+	Calls []string
+	// TableFunctions are the table functions the plan scans other than
+	// tables themselves (seq_scan), e.g. read_csv, duckdb_settings.
+	TableFunctions []string
+	// Sample is set when the plan samples (USING SAMPLE, TABLESAMPLE).
+	Sample bool
+	// RowID is set when the statement's text names rowid and a scan reads
+	// the rowid pseudo-column (no real column of that name shadows it):
+	// rowids are node-local (a snapshot restore or a checkpoint renumbers
+	// them).
+	RowID bool
+	// HiddenScan is set when the plan scans rows but the text has no word
+	// that makes the applier apply it on one thread (wal.ReadsRows): a
+	// macro hides a query, and DuckDB's threads would then order nextval's
+	// values and floating-point sums differently on each node.
+	HiddenScan bool
+}
+
+// Analyzer binds statements against a database's catalog, each on a
+// connection opened for it, so that none outlives the call and holds the
+// database open. It is safe for concurrent use.
+type Analyzer struct {
+	db *engine.DB
+}
+
+// New returns an Analyzer of db.
+func New(db *engine.DB) *Analyzer { return &Analyzer{db: db} }
+
+// Analyze binds the one statement sql and reports what its plan does. An
+// error wrapping ErrUnbound means DuckDB could not bind it here.
+func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
+	c, err := a.db.Connect()
+	if err != nil {
+		return Analysis{}, fmt.Errorf("analyze: %w", err)
+	}
+	defer c.Close()
+	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
+	if err != nil {
+		// DuckDB answers most statements it cannot bind with an error
+		// object (fromPlan); whatever it raises instead is no answer either.
+		return Analysis{}, fmt.Errorf("%w: %w", ErrUnbound, err)
+	}
+	if len(out) != 1 {
+		return Analysis{}, fmt.Errorf("analyze: json_serialize_plan returned %d rows", len(out))
+	}
+	an, scans, err := fromPlan(out[0])
+	if err != nil {
+		return Analysis{}, err
+	}
+	// Which scan of rowid is the user's the plan does not say (an alias
+	// hides it, and a write's own scan of its target reads it anyway): the
+	// text naming it does.
+	an.RowID = scans.rowid && namesRowID(sql)
+	an.HiddenScan = scans.rows && !wal.ReadsRows(sql)
+	return an, nil
+}
+
+// planError is json_serialize_plan's answer when it cannot plan.
+type planError struct {
+	Error   bool   `json:"error"`
+	Type    string `json:"error_type"`
+	Message string `json:"error_message"`
+}
+
+// scanFacts are what the plan's scans read, which Analyze weighs against
+// the statement's text.
+type scanFacts struct {
+	// rows is set when the plan scans a table or table function.
+	rows bool
+	// rowid is set when a scan reads the rowid pseudo-column and no
+	// scanned table has a real column named rowid.
+	rowid bool
+}
+
+// fromPlan reads json_serialize_plan's output.
+func fromPlan(text string) (Analysis, scanFacts, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber() // column indexes reach 2^64-1, which float64 rounds
+	var root map[string]any
+	if err := dec.Decode(&root); err != nil {
+		return Analysis{}, scanFacts{}, fmt.Errorf("analyze: decode plan: %w", err)
+	}
+	if failed, _ := root["error"].(bool); failed {
+		var pe planError
+		_ = json.Unmarshal([]byte(text), &pe)
+		return Analysis{}, scanFacts{}, fmt.Errorf("%w: %s: %s", ErrUnbound, pe.Type, pe.Message)
+	}
+	plans, _ := root["plans"].([]any)
+	if len(plans) != 1 {
+		return Analysis{}, scanFacts{}, fmt.Errorf("%w: %d plans for one statement", ErrUnbound, len(plans))
+	}
+	top, _ := plans[0].(map[string]any)
+	w := walker{an: Analysis{Operator: str(top["type"])}}
+	// An UPDATE fills in a DEFAULT only where SET names one; an INSERT
+	// fills in every column it does not list.
+	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
+	w.walk(top)
+	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
+}
+
+type walker struct {
+	an       Analysis
+	defaults bool
+	scans    bool
+	// rowidScan is set when a scan reads the rowid pseudo-column (an
+	// UPDATE's, DELETE's or MERGE's own scan of its target always does,
+	// and so does count(*)); rowidColumn when a scanned table has a real
+	// column named rowid, which shadows the pseudo-column.
+	rowidScan, rowidColumn bool
+}
+
+// walk visits the plan's operators and bound expressions. The parse trees
+// a plan carries (table_info: the target's column definitions as written;
+// info: what a CREATE stores) are not bound and are skipped: the DEFAULTs
+// a write uses come bound, in bound_defaults.
+func (w *walker) walk(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		switch str(v["expression_class"]) {
+		case "BOUND_FUNCTION", "BOUND_AGGREGATE", "BOUND_WINDOW":
+			if name := strings.ToLower(str(v["name"])); name != "" && !slices.Contains(w.an.Calls, name) {
+				w.an.Calls = append(w.an.Calls, name)
+			}
+		}
+		switch str(v["type"]) {
+		case "LOGICAL_SAMPLE":
+			w.an.Sample = true
+		case "LOGICAL_GET":
+			w.scans = true
+			w.get(v)
+		}
+		for k, c := range v {
+			switch {
+			case k == "table_info" || k == "info":
+			case k == "bound_defaults" && !w.defaults:
+			default:
+				w.walk(c)
+			}
+		}
+	case []any:
+		for _, c := range v {
+			w.walk(c)
+		}
+	}
+}
+
+// get notes what a LOGICAL_GET scans.
+func (w *walker) get(v map[string]any) {
+	name := strings.ToLower(str(v["name"]))
+	if name != "seq_scan" && name != "" && !slices.Contains(w.an.TableFunctions, name) {
+		w.an.TableFunctions = append(w.an.TableFunctions, name)
+	}
+	if extra, ok := v["extra_info"].(map[string]any); ok && extra["sample_options"] != nil {
+		w.an.Sample = true
+	}
+	if scansRowID(v) {
+		w.rowidScan = true
+	}
+	names, _ := v["names"].([]any)
+	for _, n := range names {
+		if strings.EqualFold(str(n), "rowid") {
+			w.rowidColumn = true
+		}
+	}
+}
+
+func scansRowID(get map[string]any) bool {
+	cols, _ := get["column_indexes"].([]any)
+	for _, c := range cols {
+		if m, ok := c.(map[string]any); ok {
+			if n, ok := m["index"].(json.Number); ok && n.String() == rowidIndex {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// namesRowID reports whether the text names rowid outside strings and
+// comments (bare or quoted, not as a function).
+func namesRowID(sql string) bool {
+	toks, _ := wal.Lex(sql)
+	sig := wal.SignificantTokens(toks)
+	for i, t := range sig {
+		name := ""
+		switch t.Kind {
+		case wal.TokIdent:
+			name = t.Text
+		case wal.TokQuotedIdent:
+			name = strings.Trim(t.Text, `"`)
+		}
+		if strings.EqualFold(name, "rowid") && !(i+1 < len(sig) && sig[i+1].IsPunct('(')) {
+			return true
+		}
+	}
+	return false
+}
+
+// contains reports whether any object in v has key set to value.
+func contains(v any, key, value string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if str(v[key]) == value {
+			return true
+		}
+		for k, c := range v {
+			if k != "table_info" && k != "info" && k != "bound_defaults" && contains(c, key, value) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range v {
+			if contains(c, key, value) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}

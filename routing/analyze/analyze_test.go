@@ -1,0 +1,242 @@
+package analyze
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/wal"
+)
+
+var leaderTime = time.Date(2026, 11, 30, 20, 11, 50, 0, time.UTC)
+
+// setup are objects as a database may hold them, created here with DuckDB
+// directly: macros and views that hide what the lexer looks for (a quoted
+// random() passed the lexer before it knew quoted calls; sampling and rowid
+// in a view it never refused).
+var setup = []string{
+	"CREATE TABLE t (a INT, b INT)",
+	"INSERT INTO t SELECT i, i FROM range(10) r(i)",
+	"CREATE TABLE u (a INT)",
+	"CREATE TABLE r (rowid INT, x INT)",
+	"CREATE SEQUENCE s",
+	`CREATE MACRO m(x) AS x + "random"()`,
+	`CREATE MACRO mnow() AS "now"()`,
+	"CREATE MACRO tm() AS TABLE SELECT * FROM pragma_database_size()",
+	"CREATE VIEW vr AS SELECT random() AS r",
+	"CREATE VIEW vs AS SELECT a FROM t USING SAMPLE 3 ROWS",
+	"CREATE TABLE d (a INT, b DOUBLE DEFAULT m(1))",
+	"CREATE MACRO total() AS (SELECT sum(b) FROM t)",
+	"CREATE MACRO whereami() AS current_schema()",
+}
+
+func newAnalyzer(t *testing.T) *Analyzer {
+	t.Helper()
+	db, err := engine.Open("", engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c, err := db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, s := range setup {
+		if _, err := c.Exec(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return New(db)
+}
+
+// volatile is what DuckDB 1.5 lists as VOLATILE.
+var volatile = wal.Volatile{
+	"current_connection_id": true, "current_query": true, "current_query_id": true,
+	"current_transaction_id": true, "currval": true, "error": true, "gen_random_uuid": true,
+	"nextval": true, "random": true, "setseed": true, "sleep_ms": true, "stats": true,
+	"uuid": true, "uuidv4": true, "uuidv7": true, "write_log": true,
+}
+
+// decide is the leader's decision, as routing makes it.
+func decide(t *testing.T, a *Analyzer, sql string) (wal.Plan, error) {
+	t.Helper()
+	return a.Decide(context.Background(), sql, leaderTime, volatile, slog.New(slog.DiscardHandler))
+}
+
+// TestDivergenceClasses: each statement, accepted by the lexer's rules
+// alone, would leave replicas with different data; DuckDB's binder finds
+// why.
+func TestDivergenceClasses(t *testing.T) {
+	a := newAnalyzer(t)
+	tests := []struct {
+		class, sql, why string // why "" = materialized on the leader
+	}{
+		{"macro", "UPDATE t SET b = m(a)", "random() in UPDATE"},
+		{"macro", "DELETE FROM t WHERE m(0) < 0.5", "random() in DELETE"},
+		{"macro", "CREATE TABLE c AS SELECT m(1) AS x", "random() in CREATE TABLE … AS"},
+		{"macro", "INSERT INTO u SELECT m(1)::INT", ""},
+		{"macro clock", "CREATE TABLE c AS SELECT mnow() AS x", "now() in CREATE TABLE … AS"},
+		{"macro clock", "UPDATE t SET b = epoch(mnow())::INT", "now() in UPDATE"},
+		{"macro clock", "INSERT INTO u SELECT epoch(mnow())::INT", ""},
+		{"view", "UPDATE t SET b = (SELECT (r * 10)::INT FROM vr)", "random() in UPDATE"},
+		{"view", "CREATE TABLE c AS SELECT * FROM vr", "random() in CREATE TABLE … AS"},
+		{"default", "UPDATE d SET b = DEFAULT", "random() in UPDATE"},
+		{"sample", "DELETE FROM t WHERE a IN (SELECT a FROM t USING SAMPLE 3 ROWS)", "sampling"},
+		{"sample", "UPDATE t SET b = 0 WHERE a IN (SELECT a FROM t TABLESAMPLE reservoir(3 ROWS))", "sampling"},
+		{"sample", "CREATE TABLE c AS SELECT * FROM t USING SAMPLE 50%", "sampling"},
+		{"sample", "DELETE FROM t WHERE a IN (SELECT a FROM vs)", "sampling"},
+		{"sample", "INSERT INTO u SELECT a FROM t USING SAMPLE 3 ROWS", ""},
+		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM pragma_database_size())", "pragma_database_size()"},
+		{"node-local", "DELETE FROM t WHERE a > (SELECT count(*) FROM duckdb_functions())", "duckdb_functions()"},
+		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM test_all_types())", "test_all_types() in UPDATE"},
+		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM tm())", "pragma_database_size() in UPDATE"},
+		{"node-local", "CREATE TABLE c AS SELECT * FROM tm()", "pragma_database_size() in CREATE TABLE"},
+		{"node-local", "INSERT INTO u SELECT count(*) FROM tm()", ""},
+		{"rowid", "UPDATE t SET b = 1 WHERE rowid = 0", "rowid in UPDATE"},
+		{"rowid", `DELETE FROM t WHERE "rowid" < 2`, "rowid in DELETE"},
+		{"rowid", "UPDATE t SET b = rowid", "rowid in UPDATE"},
+		{"rowid", "CREATE TABLE c AS SELECT rowid AS r FROM t", "rowid in CREATE TABLE"},
+		{"rowid", "INSERT INTO u SELECT rowid FROM t", ""},
+		{"hidden scan", "INSERT INTO u VALUES (total())", ""},
+		{"session", "INSERT INTO u SELECT length(whereami())", "current_schema() in INSERT depends on the client's session"},
+		{"session", "UPDATE t SET b = length(whereami())", "current_schema() in UPDATE"},
+		{"hidden scan", "CREATE TABLE c AS VALUES (total())", "a query hidden in a macro in CREATE TABLE"},
+	}
+	for _, tt := range tests {
+		plan, err := decide(t, a, tt.sql)
+		switch {
+		case tt.why == "" && (err != nil || plan.Materialize == nil):
+			t.Errorf("%s: %s = %+v, %v; want a Materialize plan", tt.class, tt.sql, plan, err)
+		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
+			t.Errorf("%s: %s error = %v\nwant ErrNondeterministic with %q", tt.class, tt.sql, err, tt.why)
+		}
+	}
+}
+
+// TestUnboundFallsBackToText: a statement naming a table DuckDB does not
+// know yet (created earlier in the same client transaction) is decided by
+// its text, which still shows sampling and rowid.
+func TestUnboundFallsBackToText(t *testing.T) {
+	a := newAnalyzer(t)
+	tests := []struct{ sql, why string }{
+		{"DELETE FROM nosuch WHERE a IN (SELECT a FROM nosuch USING SAMPLE 2 ROWS)", "sampling (USING SAMPLE, TABLESAMPLE) in DELETE"},
+		{"UPDATE nosuch SET b = rowid", "rowid in UPDATE"},
+		{"CREATE TABLE c2 AS SELECT * FROM nosuch TABLESAMPLE 10%", "sampling (USING SAMPLE, TABLESAMPLE) in CREATE TABLE"},
+		{"MERGE INTO nosuch USING t ON nosuch.rowid = t.a WHEN MATCHED THEN DELETE", "rowid in MERGE"},
+		{"INSERT INTO nosuch SELECT a FROM nosuch USING SAMPLE 2 ROWS", ""},
+	}
+	for _, tt := range tests {
+		if _, err := a.Analyze(context.Background(), tt.sql); !errors.Is(err, ErrUnbound) {
+			t.Fatalf("Analyze(%q) = %v, want ErrUnbound", tt.sql, err)
+		}
+		plan, err := decide(t, a, tt.sql)
+		switch {
+		case tt.why == "" && (err != nil || plan.Materialize == nil):
+			t.Errorf("%s = %+v, %v; want a Materialize plan", tt.sql, plan, err)
+		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
+			t.Errorf("%s error = %v\nwant ErrNondeterministic with %q", tt.sql, err, tt.why)
+		}
+	}
+}
+
+// TestDeterministicWritesPass: writes the same on every replica stay as
+// the lexer's rules make them.
+func TestDeterministicWritesPass(t *testing.T) {
+	a := newAnalyzer(t)
+	for _, sql := range []string{
+		"UPDATE t SET b = a + 1",
+		"DELETE FROM t WHERE a = 1",
+		"DELETE FROM t",
+		"UPDATE t SET b = 2 WHERE a IN (SELECT i FROM range(3) r(i))",
+		"INSERT INTO u SELECT a FROM t",
+		"INSERT INTO u VALUES (1), (-2), (NULL)",
+		"UPDATE t SET b = nextval('s')",
+		"CREATE TABLE c AS SELECT now() AS x, count(*) AS n FROM t",
+		"MERGE INTO u USING t ON u.a = t.a WHEN MATCHED THEN UPDATE SET a = t.b",
+		"UPDATE r SET x = rowid WHERE rowid = 1", // a real column named rowid
+		"CREATE INDEX i ON t (a)",
+		"INSERT INTO nosuch VALUES (1)", // unbound: the lexer decides
+		"SELECT nextval('s')",
+		"CREATE SCHEMA sc",
+		"CREATE TYPE e AS ENUM ('x', 'y')",
+		"CREATE SEQUENCE s2",
+		"ALTER TABLE u RENAME TO u2",
+		"ALTER TABLE t ADD COLUMN z INT DEFAULT 1",
+		"ALTER TABLE t ALTER COLUMN b SET DEFAULT 7",
+		"COMMENT ON TABLE t IS 'x'",
+		"TRUNCATE t",
+		"DROP TABLE IF EXISTS r",
+		"CREATE TABLE n (a INT PRIMARY KEY, b VARCHAR DEFAULT 'x', c INT GENERATED ALWAYS AS (a * 2))",
+		"CREATE OR REPLACE VIEW w AS SELECT a FROM t",
+		"INSERT INTO t VALUES (1, 2) ON CONFLICT DO NOTHING",
+		"UPDATE t SET b = b + 1 RETURNING a",
+	} {
+		plan, err := decide(t, a, sql)
+		if err != nil || plan.Materialize != nil {
+			t.Errorf("%s = %+v, %v; want accepted as a statement", sql, plan, err)
+		}
+	}
+}
+
+func TestLiteralInsert(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO bench VALUES (1, 2, 'payload-1-2')":     true,
+		`insert into main."T" (a, "B") VALUES (-1, NULL);`:   true,
+		"INSERT INTO t VALUES (?, $1, E'x', true)":           true,
+		"INSERT INTO t VALUES (random())":                    false,
+		"INSERT INTO t VALUES ('1'::INT)":                    false,
+		"INSERT INTO t VALUES (DEFAULT)":                     false,
+		"INSERT INTO t SELECT 1":                             false,
+		"INSERT INTO t VALUES (1) RETURNING rowid":           false,
+		"INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING":    false,
+		"INSERT INTO t BY NAME VALUES (1)":                   false,
+		"UPDATE t SET a = 1":                                 false,
+		"INSERT INTO t VALUES ('x":                           false,
+		"INSERT INTO t (a) VALUES (1); UPDATE t SET a = 2":   false,
+		"WITH x AS (SELECT 1) INSERT INTO t VALUES (1)":      false,
+		"INSERT INTO t VALUES (1) , (2)":                     true,
+		"INSERT OR REPLACE INTO t VALUES (1)":                false,
+		"INSERT INTO t VALUES (1.5e3, X'ff', 0x10, 1_000)":   true,
+		"INSERT INTO t VALUES (\"random\"())":                false,
+		"INSERT INTO t VALUES (current_date)":                false,
+		"INSERT INTO t (a, b VALUES (1)":                     false,
+		"INSERT INTO t VALUES ($$x$$)":                       true,
+		"INSERT INTO t VALUES (1) /* comment */ -- and more": true,
+	} {
+		if got := LiteralInsert(sql); got != want {
+			t.Errorf("LiteralInsert(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	db, err := engine.Open("", engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	c, _ := db.Connect()
+	c.Exec(context.Background(), "CREATE TABLE bench (id BIGINT, seq BIGINT, payload VARCHAR)")
+	c.Close()
+	a := New(db)
+	for b.Loop() {
+		if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLiteralInsert is what the hot path adds to a write: one more
+// lexing of the statement.
+func BenchmarkLiteralInsert(b *testing.B) {
+	for b.Loop() {
+		if !LiteralInsert("INSERT INTO bench VALUES (1, 2, 'payload-1-2')") {
+			b.Fatal("not a literal insert")
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package analyze
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/duckraft/duckraft/wal"
+)
+
+// Decide is the leader's determinism decision for one client statement:
+// the lexer's rules (wal.Deterministic, which also rewrites the clock),
+// then DuckDB's binder on the rewritten text. It returns the plan to
+// replicate, or an error wrapping wal.ErrNondeterministic. The binder is
+// skipped for a plan already materialized and for LiteralInsert; where it
+// cannot bind (ErrUnbound), the text's own signs of sampling and rowid
+// (TextAnalysis) stand in for the plan.
+func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatile wal.Volatile, log *slog.Logger) (wal.Plan, error) {
+	plan, err := wal.Deterministic(sql, ts, volatile)
+	if err != nil || plan.Materialize != nil || LiteralInsert(plan.SQL) {
+		return plan, err
+	}
+	an, err := a.Analyze(ctx, plan.SQL)
+	switch {
+	case errors.Is(err, ErrUnbound):
+		log.Debug("write not bound on the leader; its text decides", "err", err)
+		an = TextAnalysis(plan.SQL)
+	case err != nil:
+		return wal.Plan{}, err
+	}
+	v, err := an.Check(volatile)
+	if err != nil {
+		return wal.Plan{}, err
+	}
+	if v.Materialize {
+		return wal.Materialized(sql, ts, v.Why, v.Sequence)
+	}
+	return plan, nil
+}
+
+// textOperators are the plans that statements starting with these verbs
+// make, as far as the rules of Check go.
+var textOperators = map[string]string{
+	"insert": "LOGICAL_INSERT", "update": "LOGICAL_UPDATE", "delete": "LOGICAL_DELETE", "merge": "LOGICAL_MERGE_INTO",
+}
+
+// TextAnalysis is what the text alone shows of what Analyze finds in a plan,
+// for a statement DuckDB cannot bind on the leader (one naming a table an
+// earlier statement of the same transaction creates): sampling words, and
+// rowid named. Calls are the lexer's business (wal.Deterministic); a
+// macro's or view's body is out of its sight.
+func TextAnalysis(sql string) Analysis {
+	toks, err := wal.Lex(sql)
+	if err != nil {
+		return Analysis{}
+	}
+	verb, _ := wal.Verb(toks)
+	op := textOperators[verb]
+	if verb == "create" && wal.ReadsRows(sql) {
+		op = "LOGICAL_CREATE_TABLE" // CREATE TABLE … AS; views and macros are checked by wal
+	}
+	return Analysis{Operator: op, Sample: wal.Samples(sql), RowID: namesRowID(sql)}
+}
+
+// String describes the analysis for logs and test failures.
+func (an Analysis) String() string {
+	return fmt.Sprintf("%s calls=%v table-functions=%v sample=%v rowid=%v hidden-scan=%v",
+		an.Operator, an.Calls, an.TableFunctions, an.Sample, an.RowID, an.HiddenScan)
+}

@@ -1,0 +1,181 @@
+package analyze
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/duckraft/duckraft/wal"
+)
+
+// Verdict is what the determinism rules make of an Analysis that refuses
+// nothing.
+type Verdict struct {
+	// Materialize is set for an INSERT whose values must be computed once
+	// on the leader (wal.Materialized); Why names the reason.
+	Materialize bool
+	Why         string
+	// Sequence is set when the INSERT itself also calls nextval or
+	// currval.
+	Sequence bool
+}
+
+// writeOperators are the plans whose statements change replicated state
+// by evaluating expressions; other plans (a query that is a write only for
+// its nextval(), DDL storing expressions unbound) are left to the lexer's
+// rules.
+var writeOperators = map[string]string{
+	"LOGICAL_INSERT":       "INSERT",
+	"LOGICAL_UPDATE":       "UPDATE",
+	"LOGICAL_DELETE":       "DELETE",
+	"LOGICAL_MERGE_INTO":   "MERGE",
+	"LOGICAL_CREATE_TABLE": "CREATE TABLE … AS",
+	"LOGICAL_CREATE_INDEX": "CREATE INDEX",
+	"LOGICAL_ALTER":        "ALTER",
+}
+
+// replicatedTableFunctions are the table functions whose rows depend only
+// on their arguments, the same on every replica. Any other table function
+// in a write is treated as reading node-local state (files, settings,
+// memory, the catalog of attached databases, …).
+var replicatedTableFunctions = map[string]bool{
+	"range": true, "generate_series": true, "unnest": true, "repeat": true, "repeat_row": true,
+	"json_each": true, "json_tree": true,
+}
+
+// binderCalls are VOLATILE functions the binder itself adds to plans, the
+// same on every replica: error() raises "more than one row returned by a
+// subquery" for a scalar subquery.
+var binderCalls = map[string]bool{"error": true}
+
+// Check applies docs/determinism.md's rules to what the binder found in a
+// statement that wal.Deterministic already accepted and whose clock
+// functions it already rewrote, so any clock function left is hidden from
+// the rewrite. An INSERT that needs the leader gets a Verdict to
+// materialize it; any other write that would differ between replicas is
+// refused with an error wrapping wal.ErrNondeterministic that says why and
+// what to do instead.
+func (an Analysis) Check(volatile wal.Volatile) (Verdict, error) {
+	what, ok := writeOperators[an.Operator]
+	if !ok {
+		return Verdict{}, nil
+	}
+	insert := an.Operator == "LOGICAL_INSERT"
+	var v Verdict
+	var why, advice string
+	note := func(reason, todo string) {
+		if why == "" {
+			why, advice = reason, todo
+		}
+	}
+	for _, name := range an.Calls {
+		if binderCalls[name] {
+			continue
+		}
+		switch wal.ClassifyFunction(name, volatile) {
+		case wal.FuncSession:
+			return Verdict{}, refuse("%s() in %s depends on the client's session, which the replicas do not have (DuckDB's binder found it, perhaps inside a macro or view); pass the value as a literal or parameter", name, what)
+		case wal.FuncSequence:
+			v.Sequence = true
+		case wal.FuncClock:
+			note(name+"()", "duckraft replaces the clock with the leader's timestamp only where the statement itself calls it; "+
+				"write now() (or current_date, …) in the statement, or pass it to the macro as a parameter")
+		case wal.FuncVolatile:
+			note(name+"()", "compute the values in the client and send them as literals or parameters, "+
+				"or use INSERT … SELECT, which duckraft evaluates once on the leader")
+		case wal.FuncNodeLocal:
+			note(name+"()", "it reads state local to each node; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader")
+		}
+	}
+	for _, name := range an.TableFunctions {
+		if !replicatedTableFunctions[name] && !strings.HasPrefix(name, "seq_scan") {
+			note(name+"()", "it reads state local to each node (files, settings, memory); load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader")
+		}
+	}
+	if an.Sample {
+		note("sampling (USING SAMPLE, TABLESAMPLE)", "each replica would pick other rows; sample in INSERT INTO t SELECT … USING SAMPLE …, which duckraft evaluates once on the leader, or choose the rows by a key")
+	}
+	if an.RowID {
+		note("rowid", "rowids are local to each node (a snapshot restore or a checkpoint renumbers the rows); use a primary key or another column that identifies the rows")
+	}
+	if an.HiddenScan && (insert || an.Operator == "LOGICAL_CREATE_TABLE") {
+		note("a query hidden in a macro", "the replicas would apply it on several threads, which order nextval() and floating-point sums differently; "+
+			"write the query in the statement (INSERT INTO t SELECT …)")
+	}
+	if why == "" {
+		return Verdict{Sequence: v.Sequence}, nil
+	}
+	if insert {
+		return Verdict{Materialize: true, Why: why, Sequence: v.Sequence}, nil
+	}
+	return Verdict{}, refuse("%s in %s would give the replicas different data (DuckDB's binder found it, perhaps inside a macro or view or under a quoted name); %s", why, what, advice)
+}
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{wal.ErrNondeterministic}, args...)...)
+}
+
+// LiteralInsert reports whether sql is an INSERT INTO t [(columns)] VALUES
+// of literals and parameters only: the hot path of writes, which the lexer
+// alone decides. Such a statement calls nothing and reads no row; the only
+// expressions it makes DuckDB evaluate are the target's DEFAULTs for
+// columns it leaves out, which wal.Deterministic checked when the table
+// was created (see DESIGN.md).
+func LiteralInsert(sql string) bool {
+	toks, err := wal.Lex(sql)
+	if err != nil {
+		return false
+	}
+	sig := wal.SignificantTokens(toks)
+	k := 0
+	next := func(w string) bool {
+		if k < len(sig) && sig[k].Is(w) {
+			k++
+			return true
+		}
+		return false
+	}
+	if !next("insert") || !next("into") {
+		return false
+	}
+	for k < len(sig) && (sig[k].Kind == wal.TokIdent || sig[k].Kind == wal.TokQuotedIdent) {
+		k++
+		if k < len(sig) && sig[k].IsPunct('.') {
+			k++
+			continue
+		}
+		break
+	}
+	if k < len(sig) && sig[k].IsPunct('(') {
+		for k++; k < len(sig) && !sig[k].IsPunct(')'); k++ {
+			if t := sig[k]; t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent && !t.IsPunct(',') {
+				return false
+			}
+		}
+		k++
+	}
+	if !next("values") {
+		return false
+	}
+	for ; k < len(sig); k++ {
+		t := sig[k]
+		switch t.Kind {
+		case wal.TokNumber, wal.TokString, wal.TokParam:
+		case wal.TokPunct:
+			if !slices.Contains([]string{"(", ")", ",", ";"}, t.Text) {
+				return false
+			}
+		case wal.TokOp:
+			if t.Text != "-" && t.Text != "+" {
+				return false
+			}
+		case wal.TokIdent:
+			if !t.Is("null") && !t.Is("true") && !t.Is("false") {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
