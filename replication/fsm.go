@@ -65,11 +65,9 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial, changed: make(chan struct{})}
-	// Casts of the leader's timestamps (now()::DATE) must not depend on
-	// each node's time zone.
-	if _, err := conn.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
+	if err := pinSettings(conn, log); err != nil {
 		f.close()
-		return nil, fmt.Errorf("pin apply time zone: %w", err)
+		return nil, err
 	}
 	if err := f.init(); err != nil {
 		f.close()

@@ -89,8 +89,33 @@ func checkStatement(sql string) error {
 		return fmt.Errorf("%w: %s statements are not replicated", ErrRefused, kw)
 	case multipleStatements(sql):
 		return fmt.Errorf("%w: one statement per entry", ErrRefused)
+	case namesMetaSchema(sql):
+		return fmt.Errorf("%w: schema %s holds the applier's own bookkeeping (applied index, idempotency keys); "+
+			"a replicated statement may not name it", ErrRefused, metaSchema)
 	}
 	return nil
+}
+
+// namesMetaSchema reports whether sql names the FSM's schema, bare or
+// quoted, in any case. A statement that dropped or altered its tables
+// would make every node fail to record the batch and halt; one that wrote
+// to them would corrupt the applied index. Strings and comments do not
+// count, and a statement cannot reach a schema without naming it.
+func namesMetaSchema(sql string) bool {
+	for _, t := range code(sql) {
+		switch t.Kind {
+		case wal.TokIdent:
+			if strings.EqualFold(t.Text, metaSchema) {
+				return true
+			}
+		case wal.TokQuotedIdent:
+			name := strings.TrimSuffix(strings.TrimPrefix(t.Text, `"`), `"`)
+			if strings.EqualFold(strings.ReplaceAll(name, `""`, `"`), metaSchema) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // inlineParams replaces the ? and $n placeholders of sql with SQL literals of
