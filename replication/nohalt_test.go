@@ -75,7 +75,7 @@ func TestClientStatementsDoNotHalt(t *testing.T) {
 func TestApplyIgnoresGlobalSettings(t *testing.T) {
 	for _, tc := range []struct {
 		set, sql, query string
-		want          int64
+		want            int64
 	}{
 		{"SET default_collation = 'nocase'", "CREATE TABLE r AS SELECT count(*) AS n FROM c WHERE s = 'A'",
 			"SELECT n FROM r", 1},
