@@ -46,6 +46,9 @@ type fsm struct {
 	keyWindow uint64
 	keys      *keyCache // used only on raft's FSM goroutine
 	serial    *serialThreads
+	// pins fix the settings of every connection that reads or writes
+	// replicated state (pin.go).
+	pins settingPins
 
 	applied atomic.Uint64
 
@@ -65,7 +68,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial, changed: make(chan struct{})}
-	if err := pinSettings(conn, log); err != nil {
+	if f.pins, err = readPins(conn); err != nil {
 		f.close()
 		return nil, err
 	}
@@ -641,7 +644,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.haltErr(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHalted, err)
 	}
-	return pinSnapshot(f.db, f.log)
+	return pinSnapshot(f.db, f.pins, f.log)
 }
 
 // Restore implements raft.FSM: it replaces the whole database with the
