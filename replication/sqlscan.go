@@ -69,10 +69,13 @@ func multipleStatements(sql string) bool {
 
 // refusedKeywords start statements that would break the apply transaction
 // (transaction control) or change connection or process state that is not
-// replicated (settings, attachments, extensions).
+// replicated (settings, prepared statements, attachments, extensions): a
+// statement prepared on the applier's connection would be gone after a
+// restart, so a later EXECUTE would run on some nodes and fail on others.
 var refusedKeywords = map[string]bool{
 	"BEGIN": true, "START": true, "COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
 	"SET": true, "RESET": true, "USE": true, "PRAGMA": true,
+	"PREPARE": true, "EXECUTE": true, "DEALLOCATE": true,
 	"ATTACH": true, "DETACH": true, "INSTALL": true, "LOAD": true, "FORCE": true,
 	"CHECKPOINT": true, "EXPORT": true, "IMPORT": true, "VACUUM": true,
 }
