@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +191,34 @@ func TestSlowRequestsAreDropped(t *testing.T) {
 	waitDropped(t, headers, 15*time.Second, "slow headers")
 	waitDropped(t, body, 15*time.Second, "slow body")
 	exec(t, c, "SELECT 2")
+}
+
+// TestCompressedRequestOfASessionStaysWithinTheLimit sends, from an open
+// (authenticated) session, a small compressed request that declares far
+// more than the message limit: it is refused within the limit, not
+// decompressed in full.
+func TestCompressedRequestOfASessionStaysWithinTheLimit(t *testing.T) {
+	addr, srv := startServer(t, func(c *node.Config) { c.MaxMessageBytes = 1 << 20 })
+	c := connect(t, addr, wire.Q1)
+	msg := wire.AppendHeader(nil, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: c.ID()})
+	bomb := compressed(t, append(msg, make([]byte, 200<<20)...), false)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/quack", bytes.NewReader(bomb)))
+	runtime.ReadMemStats(&after)
+	h, rest, err := wire.DecodeHeader(rec.Body.Bytes())
+	if err != nil || h.Type != wire.MsgErrorResponse {
+		t.Fatalf("answer %v, %v; want an ERROR_RESPONSE", h.Type, err)
+	}
+	answer, err := wire.DecodeBody(wire.Q1, h.Type, rest, wire.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("answer: %s", answer.(*wire.ErrorResponse).Message)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Fatalf("refusing the bomb allocated %d MiB; the limit is 1 MiB", alloc>>20)
+	}
+	exec(t, c, "SELECT 1")
 }
