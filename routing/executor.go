@@ -217,7 +217,8 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 // ErrNodeStatement refuses a client statement that would reconfigure the
 // node it runs on for every session there.
 var ErrNodeStatement = errors.New("duckraft: this statement reconfigures the node it runs on for every session " +
-	"(a GLOBAL setting, DuckDB's logging or its parser), which would make that node differ from the others; " +
+	"(a GLOBAL setting, DuckDB's logging, its parser, its extensions or a persistent secret), which would make " +
+	"that node differ from the others; " +
 	"it is refused. Session settings (SET without GLOBAL) are allowed")
 
 // ErrSettingRefused refuses a client's SET, RESET or PRAGMA of a setting

@@ -164,12 +164,22 @@ func lexClass(toks []wal.Token) Class {
 			return Session
 		}
 	case "update":
+		// UPDATE EXTENSIONS replaces the node's extension files, for
+		// every session there.
 		if word(v+1, "extensions") {
-			return Session
+			return Node
 		}
 	case "create":
 		for k := v + 1; k <= v+4; k++ {
 			if word(k, "secret") {
+				// A persistent secret is written to the node's disk and
+				// seen by every session there; a temporary one is the
+				// session's.
+				for j := v + 1; j < k; j++ {
+					if word(j, "persistent") {
+						return Node
+					}
+				}
 				return Session
 			}
 		}

@@ -77,6 +77,9 @@ var classifyTests = []struct {
 	{sql: "CREATE SCHEMA sch", want: Write},
 	{sql: "CREATE TYPE mood AS ENUM ('happy', 'sad')", want: Write},
 	{sql: "CREATE SECRET (TYPE s3, KEY_ID 'k', SECRET 's')", want: Session, noRun: true},
+	{sql: "CREATE PERSISTENT SECRET (TYPE s3, KEY_ID 'k', SECRET 's')", want: Node, noRun: true},
+	{sql: "CREATE OR REPLACE PERSISTENT SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')", want: Node, noRun: true},
+	{sql: "UPDATE EXTENSIONS", want: Node, noRun: true},
 	{sql: "DROP TABLE t", want: Write},
 	{sql: "ALTER TABLE t ADD COLUMN c INT", want: Write},
 	{sql: "COMMENT ON TABLE t IS 'people'", want: Write},
@@ -463,11 +466,14 @@ func Confirm(c Class, t engine.StatementType) error {
 		ok = c == Read || c == Refused
 	case engine.StatementVariableSet, engine.StatementSet:
 		ok = c == Session || c == Node || c == Refused
-	case engine.StatementPrepare, engine.StatementVacuum, engine.StatementAnalyze, engine.StatementUpdateExtensions:
+	case engine.StatementPrepare, engine.StatementVacuum, engine.StatementAnalyze:
 		ok = c == Session
+	case engine.StatementUpdateExtensions:
+		ok = c == Node
 	case engine.StatementCreate, engine.StatementDrop:
-		// CREATE SECRET is node-local; DEALLOCATE runs as a DROP.
-		ok = c == Write || c == Session
+		// CREATE SECRET is node-local (a persistent one the whole
+		// node's); DEALLOCATE runs as a DROP.
+		ok = c == Write || c == Session || c == Node
 	default:
 		ok = c == Write
 	}
