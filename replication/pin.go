@@ -36,8 +36,9 @@ var pinnedSettings = []string{
 	"lambda_syntax", "max_expression_depth", "old_implicit_casting", "order_by_non_integer_literal",
 	"pivot_filter_threshold", "pivot_limit", "preserve_identifier_case", "preserve_insertion_order",
 	"scalar_subquery_error_on_multiple_rows", "catalog_error_max_schemas", "binary_as_string",
-	// Name and file resolution, and what a view or macro depends on.
-	"schema", "search_path", "file_search_path", "home_directory",
+	// Name and file resolution, and what a view or macro depends on
+	// (schema is search_path's alias: setting it sets search_path).
+	"search_path", "file_search_path", "home_directory",
 	"enable_macro_dependencies", "enable_view_dependencies",
 	// The planner's choices, which decide the order rows come out in.
 	"asof_loop_join_threshold", "merge_join_threshold", "nested_loop_join_threshold", "prefer_range_joins",

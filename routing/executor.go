@@ -227,7 +227,7 @@ var ErrSettingRefused = errors.New("duckraft: a client may change only session s
 	"what replicated statements do (TimeZone, Calendar, search_path, schema, the progress bar, explain_output and " +
 	"the duckraft_ settings; see docs/consistency.md); this setting is refused. DuckDB applies many settings to " +
 	"every connection of a node, replication's included, and the others would give this session reads and writes " +
-	"that disagree")
+	"that disagree. Node resources are duckraftd's flags (--threads, --memory-limit)")
 
 // refuseNodeStatements refuses a text holding a classify.Node or
 // classify.Refused statement.

@@ -125,6 +125,11 @@ func TestClientCannotReconfigureNode(t *testing.T) {
 			t.Fatalf("%s: %v, want a refusal saying %q", tc.sql, err, tc.want)
 		}
 	}
+	// Nor can it break the applier's bookkeeping: before the applier
+	// refused statements naming its schema, this halted every node.
+	if _, err := conn.Exec(t.Context(), "DROP TABLE _duckraft.keys"); err == nil || !strings.Contains(err.Error(), "bookkeeping") {
+		t.Fatalf("DROP TABLE _duckraft.keys: %v, want a refusal", err)
+	}
 	// The session settings are still allowed.
 	if _, err := conn.Exec(t.Context(), "SET TimeZone = 'Asia/Tokyo'"); err != nil {
 		t.Fatal(err)
