@@ -52,11 +52,11 @@ func hasWord(sql, w string) bool {
 	return false
 }
 
-// multipleStatements reports whether sql holds code after a semicolon
-// other than more semicolons.
-func multipleStatements(sql string) bool {
+// multipleStatements reports whether toks, the code of a statement, go on
+// after a semicolon with more than semicolons.
+func multipleStatements(toks []wal.Token) bool {
 	semi := false
-	for _, t := range code(sql) {
+	for _, t := range toks {
 		switch {
 		case t.IsPunct(';'):
 			semi = true
@@ -85,27 +85,28 @@ var refusedKeywords = map[string]bool{
 // statements.
 func checkStatement(sql string) error {
 	kw := firstKeyword(sql)
+	toks := code(sql)
 	switch {
 	case kw == "":
 		return fmt.Errorf("%w: empty statement", ErrRefused)
 	case refusedKeywords[kw]:
 		return fmt.Errorf("%w: %s statements are not replicated", ErrRefused, kw)
-	case multipleStatements(sql):
+	case multipleStatements(toks):
 		return fmt.Errorf("%w: one statement per entry", ErrRefused)
-	case namesMetaSchema(sql):
+	case namesMetaSchema(toks):
 		return fmt.Errorf("%w: schema %s holds the applier's own bookkeeping (applied index, idempotency keys); "+
 			"a replicated statement may not name it", ErrRefused, metaSchema)
 	}
 	return nil
 }
 
-// namesMetaSchema reports whether sql names the FSM's schema, bare or
-// quoted, in any case. A statement that dropped or altered its tables
+// namesMetaSchema reports whether toks, the code of a statement, name the
+// FSM's schema, bare or quoted, in any case. A statement that dropped or altered its tables
 // would make every node fail to record the batch and halt; one that wrote
 // to them would corrupt the applied index. Strings and comments do not
 // count, and a statement cannot reach a schema without naming it.
-func namesMetaSchema(sql string) bool {
-	for _, t := range code(sql) {
+func namesMetaSchema(toks []wal.Token) bool {
+	for _, t := range toks {
 		switch t.Kind {
 		case wal.TokIdent:
 			if strings.EqualFold(t.Text, metaSchema) {
