@@ -8,8 +8,8 @@ import (
 )
 
 // GuardBodies returns h with a deadline on reading every request's body:
-// timeout from the first read, extended by one second for every rate bytes
-// received. http.Server's ReadHeaderTimeout bounds the headers, but
+// timeout from the headers' arrival, extended by one second for every rate
+// bytes received. http.Server's ReadHeaderTimeout bounds the headers, but
 // nothing in net/http bounds a body short of ReadTimeout, which would cut
 // a large upload on a slow link as surely as a body sent a byte at a time
 // (slowloris). When the deadline passes the read fails and the server
@@ -24,7 +24,12 @@ func GuardBodies(h http.Handler, timeout time.Duration, rate int64) http.Handler
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), guardedKey{}, true))
-		r.Body = &guardedBody{body: r.Body, rc: http.NewResponseController(w), timeout: timeout, rate: rate}
+		g := &guardedBody{body: r.Body, rc: http.NewResponseController(w), rate: rate, deadline: time.Now().Add(timeout)}
+		// The deadline holds from now even if the handler never reads the
+		// body: net/http then reads what is left of it to reuse the
+		// connection, and a trickled body would hold that read.
+		g.rc.SetReadDeadline(g.deadline)
+		r.Body = g
 		h.ServeHTTP(w, r)
 	})
 }
@@ -35,7 +40,6 @@ type guardedKey struct{}
 type guardedBody struct {
 	body     io.ReadCloser
 	rc       *http.ResponseController
-	timeout  time.Duration
 	rate     int64
 	deadline time.Time
 	done     bool
@@ -44,9 +48,6 @@ type guardedBody struct {
 func (b *guardedBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.body.Read(p)
-	}
-	if b.deadline.IsZero() {
-		b.deadline = time.Now().Add(b.timeout)
 	}
 	// A connection that cannot take deadlines (none in net/http's
 	// servers) is read without one.

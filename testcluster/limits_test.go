@@ -2,6 +2,8 @@ package testcluster_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -83,5 +86,67 @@ func TestSessionFloodLeavesOthersServed(t *testing.T) {
 			t.Fatal("the flood's sessions never expired")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestSlowRequestsAreDroppedByANode sends a real duckraftd a request's
+// headers, and another request's body, a byte every 100 ms (slowloris).
+// The node drops each connection after its timeout and serves another
+// client meanwhile. Before the flags, the daemon's server dropped slow
+// headers only after 30 s and never a slow body.
+func TestSlowRequestsAreDroppedByANode(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{Args: []string{"--read-header-timeout", "500ms", "--body-timeout", "500ms"}})
+	n := c.WaitForLeader(t, 20*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	trickle := func(conn net.Conn, b []byte) {
+		for _, c := range b {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte{c}); err != nil {
+				return
+			}
+		}
+	}
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", n.QuackAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	headers := dial()
+	go trickle(headers, []byte("POST /quack HTTP/1.1\r\nHost: "+n.QuackAddr+"\r\n"+strings.Repeat("X-Pad: 1\r\n", 100)))
+	body := dial()
+	if _, err := fmt.Fprintf(body, "POST /quack HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n", n.QuackAddr); err != nil {
+		t.Fatal(err)
+	}
+	go trickle(body, bytes.Repeat([]byte{0}, 100000))
+	// The node API's endpoints are guarded too.
+	api := dial()
+	if _, err := fmt.Fprintf(api, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n", nodeapi.WritePath, n.QuackAddr); err != nil {
+		t.Fatal(err)
+	}
+	go trickle(api, bytes.Repeat([]byte{0}, 100000))
+
+	conn := n.Client(t)
+	if _, err := conn.Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	// Each timeout is 500 ms; the bound is loose for a loaded machine and
+	// far below what the trickles take (seconds of headers, hours of body).
+	for name, c := range map[string]net.Conn{"slow headers": headers, "slow body": body, "slow node API body": api} {
+		c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%s: the node still held the connection after 15 s", name)
+		}
+	}
+	if _, err := conn.Exec(t.Context(), "SELECT 2"); err != nil {
+		t.Fatal(err)
 	}
 }
