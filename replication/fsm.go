@@ -72,6 +72,10 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		f.close()
 		return nil, err
 	}
+	if err := f.pins.apply(serial.conn); err != nil {
+		f.close()
+		return nil, err
+	}
 	if err := f.init(); err != nil {
 		f.close()
 		return nil, err

@@ -74,7 +74,8 @@ func TestClientStatementsDoNotHalt(t *testing.T) {
 // TestApplyIgnoresGlobalSettings changes, on another connection of the
 // node's database, settings that DuckDB applies to every connection when
 // set without a scope (a plain SET default_collation is global) or with
-// GLOBAL, and checks
+// GLOBAL, and checks that the FSM does not halt (a global
+// max_expression_depth of 2 made its own bookkeeping queries fail) and
 // that replicated statements still compute what they compute on a node
 // where nobody did: the applier pins them on its own connection.
 func TestApplyIgnoresGlobalSettings(t *testing.T) {
@@ -90,6 +91,8 @@ func TestApplyIgnoresGlobalSettings(t *testing.T) {
 			"SELECT n FROM r", 1},
 		{"SET GLOBAL integer_division = true", "CREATE TABLE r AS SELECT (7 / 2 * 10)::BIGINT AS n",
 			"SELECT n FROM r", 35},
+		{"SET GLOBAL max_expression_depth = 2", "CREATE TABLE r AS SELECT (((1 + 1) + 1) + 1)::BIGINT AS n",
+			"SELECT n FROM r", 4},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			db := openDB(t, t.TempDir())
@@ -105,8 +108,16 @@ func TestApplyIgnoresGlobalSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := f.ApplyBatch([]*raft.Log{logEntry(t, 1, stmt("CREATE TABLE c(s VARCHAR)"), stmt("INSERT INTO c VALUES ('a'), ('A')"), stmt(tc.sql))})
+			if err := f.haltErr(); err != nil {
+				t.Fatalf("after %q elsewhere, the FSM halted: %v", tc.set, err)
+			}
 			if res, ok := r[0].(*entryResult); !ok || res.results[2].err != nil {
 				t.Fatalf("apply: %v", r[0])
+			}
+			// The check reads on a connection of its own, which the global
+			// setting reaches.
+			if _, err := other.Exec(context.Background(), "RESET GLOBAL max_expression_depth"); err != nil {
+				t.Fatal(err)
 			}
 			if got := queryInt(t, db, tc.query); got != tc.want {
 				t.Fatalf("after %q elsewhere, the applier computed %d, want %d", tc.set, got, tc.want)
