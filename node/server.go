@@ -28,6 +28,16 @@ const (
 	DefaultMaxMessageBytes = 256 << 20
 	DefaultMaxSessions     = 1024
 	DefaultIdleTimeout     = time.Hour
+	// DefaultMaxLease is the longest Q3 heartbeat lease granted: a client
+	// that asks for more gets this, and is told so in the handshake.
+	DefaultMaxLease = 10 * time.Minute
+	// DefaultReadHeaderTimeout bounds a request's headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout and DefaultMinBodyRate bound a request's body:
+	// 30 s plus one second per 64 KiB received (a 256 MiB body may take
+	// 68 minutes, a body trickled a byte a second is dropped after 30 s).
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultMinBodyRate int64 = 64 << 10
 	// defaultInlineRows is what a Q3 PREPARE carries inline when the
 	// request does not say.
 	defaultInlineRows = batchChunks * 2048
@@ -97,6 +107,28 @@ type Config struct {
 	MaxMessageBytes int64
 	// MaxSessions bounds concurrent sessions; more are refused.
 	MaxSessions int
+	// MaxSessionsPerClient bounds the concurrent sessions of one client
+	// address, so that one client cannot take every session of the
+	// server; 0 is a quarter of MaxSessions.
+	MaxSessionsPerClient int
+	// UncappedClient reports whether a client address is exempt from
+	// MaxSessionsPerClient (a cluster's members, whose sessions carry
+	// other clients' reads); nil exempts none.
+	UncappedClient func(host string) bool
+	// MaxLease bounds the heartbeat lease a Q3 client may ask for, so a
+	// session that asks for the largest still ends when idle; 0 is
+	// DefaultMaxLease.
+	MaxLease time.Duration
+	// ReadHeaderTimeout bounds how long a request's headers may take to
+	// arrive (Serve); 0 is DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout and MinBodyRate bound how long a request's body may
+	// take: BodyTimeout, plus one second for every MinBodyRate bytes
+	// received, so a large body on a slow link arrives and a body sent a
+	// byte at a time does not hold its handler. 0 is
+	// DefaultBodyTimeout and DefaultMinBodyRate.
+	BodyTimeout time.Duration
+	MinBodyRate int64
 	// IdleTimeout ends Q1 sessions that sent nothing for this long (Q1
 	// clients have no heartbeat); Q3 sessions use their own lease.
 	IdleTimeout time.Duration
@@ -115,7 +147,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	closed   bool
+	// perClient counts the sessions of each capped client address.
+	perClient map[string]int
+	closed    bool
 }
 
 // New returns a Server for cfg.
@@ -138,17 +172,36 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
+	if cfg.MaxSessionsPerClient <= 0 {
+		cfg.MaxSessionsPerClient = max(1, cfg.MaxSessions/4)
+	}
+	if cfg.UncappedClient == nil {
+		cfg.UncappedClient = func(string) bool { return false }
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxLease <= 0 {
+		cfg.MaxLease = DefaultMaxLease
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MinBodyRate <= 0 {
+		cfg.MinBodyRate = DefaultMinBodyRate
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		stop:     make(chan struct{}),
-		sessions: make(map[string]*Session),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		stop:      make(chan struct{}),
+		sessions:  make(map[string]*Session),
+		perClient: make(map[string]int),
 	}
 	s.wg.Add(1)
 	go s.reapLoop()
@@ -156,7 +209,8 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the HTTP handler: POST /quack, its CORS pre-flight, and a
-// banner at /.
+// banner at /. Request bodies are read within the body deadline
+// (GuardBodies).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /quack", s.serveQuack)
@@ -171,7 +225,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "duckraft: a DuckDB Quack endpoint (POST /quack)\n")
 	})
-	return mux
+	return GuardBodies(mux, s.cfg.BodyTimeout, s.cfg.MinBodyRate)
 }
 
 // Serve accepts connections on l until Close. It returns
@@ -179,7 +233,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Serve(l net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -227,10 +281,10 @@ func (s *Server) reapLoop() {
 		case now := <-t.C:
 			s.mu.Lock()
 			var dead []*Session
-			for id, sess := range s.sessions {
+			for _, sess := range s.sessions {
 				if sess.expired(now) {
 					dead = append(dead, sess)
-					delete(s.sessions, id)
+					s.forgetLocked(sess)
 				}
 			}
 			s.mu.Unlock()
@@ -276,7 +330,8 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, fmt.Sprintf("malformed message header: %v", err))
 		return
 	}
-	resp := s.handle(context.WithValue(r.Context(), requestHeaderKey{}, r.Header), h, rest)
+	ctx := context.WithValue(r.Context(), requestHeaderKey{}, r.Header)
+	resp := s.handle(context.WithValue(ctx, clientKey{}, clientHost(r)), h, rest)
 	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
 		"response", resp.header.Type, "duration", time.Since(start))
 	s.write(w, resp)
@@ -450,11 +505,36 @@ func (s *Server) session(id string) *Session {
 
 func (s *Server) removeSession(sess *Session) {
 	s.mu.Lock()
-	if s.sessions[sess.id] == sess {
-		delete(s.sessions, sess.id)
-	}
+	s.forgetLocked(sess)
 	s.mu.Unlock()
 	s.endSession(sess)
+}
+
+// forgetLocked drops sess from the server's lists, if it is still there.
+// The caller holds s.mu.
+func (s *Server) forgetLocked(sess *Session) {
+	if s.sessions[sess.id] != sess {
+		return
+	}
+	delete(s.sessions, sess.id)
+	if sess.capped {
+		if s.perClient[sess.client]--; s.perClient[sess.client] <= 0 {
+			delete(s.perClient, sess.client)
+		}
+	}
+}
+
+// clientKey carries a request's client address (clientHost) in its context.
+type clientKey struct{}
+
+// clientHost is the address a request came from, without its port: the
+// unit of the per-client session cap.
+func clientHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // endSession closes sess and tells the executor, once the server no longer
@@ -505,19 +585,36 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		QuackVersion:        uint64(gen),
 	}
 	if gen == wire.Q3 {
-		sess.lease = time.Duration(req.HeartbeatTimeoutSeconds) * time.Second
-		resp.HeartbeatTimeoutSeconds = req.HeartbeatTimeoutSeconds
+		// A lease longer than the server's maximum is cut to it, and the
+		// answer says so: the client heartbeats within what it was granted.
+		granted := min(req.HeartbeatTimeoutSeconds, max(1, uint64(s.cfg.MaxLease/time.Second)))
+		sess.lease = time.Duration(granted) * time.Second
+		resp.HeartbeatTimeoutSeconds = granted
 	} else {
 		sess.lease = s.cfg.IdleTimeout
 	}
+	sess.client, _ = ctx.Value(clientKey{}).(string)
+	sess.capped = !s.cfg.UncappedClient(sess.client)
 	s.mu.Lock()
-	if s.closed || len(s.sessions) >= s.cfg.MaxSessions {
+	var refused string
+	switch {
+	case s.closed || len(s.sessions) >= s.cfg.MaxSessions:
+		refused = fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions)
+	case sess.capped && s.perClient[sess.client] >= s.cfg.MaxSessionsPerClient:
+		refused = fmt.Sprintf("too many sessions from %s: the server allows %d per client address; "+
+			"close idle sessions", sess.client, s.cfg.MaxSessionsPerClient)
+	}
+	if refused != "" {
 		s.mu.Unlock()
 		cancel()
 		conn.Close()
-		return codedResponse(fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions)
+		s.log.Info("session refused", "client", sess.client, "reason", refused)
+		return codedResponse(refused, wire.CodeTooManySessions)
 	}
 	s.sessions[id] = sess
+	if sess.capped {
+		s.perClient[sess.client]++
+	}
 	s.mu.Unlock()
 	s.log.Debug("session opened", "session", id, "generation", gen, "client_version", req.ClientDuckDBVersion)
 	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}

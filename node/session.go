@@ -16,6 +16,10 @@ type Session struct {
 	id   string
 	gen  wire.Generation
 	conn *engine.Conn
+	// client is the address the session was opened from; capped says
+	// whether it counts toward that address's session cap.
+	client string
+	capped bool
 
 	// ctx lives as long as the session; statements run under it because
 	// their results outlive the request that started them.

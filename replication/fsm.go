@@ -46,6 +46,9 @@ type fsm struct {
 	keyWindow uint64
 	keys      *keyCache // used only on raft's FSM goroutine
 	serial    *serialThreads
+	// pins fix the settings of every connection that reads or writes
+	// replicated state (pin.go).
+	pins settingPins
 
 	applied atomic.Uint64
 
@@ -65,11 +68,13 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial, changed: make(chan struct{})}
-	// Casts of the leader's timestamps (now()::DATE) must not depend on
-	// each node's time zone.
-	if _, err := conn.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
+	if f.pins, err = readPins(conn); err != nil {
 		f.close()
-		return nil, fmt.Errorf("pin apply time zone: %w", err)
+		return nil, err
+	}
+	if err := f.pins.apply(serial.conn); err != nil {
+		f.close()
+		return nil, err
 	}
 	if err := f.init(); err != nil {
 		f.close()
@@ -631,7 +636,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.haltErr(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHalted, err)
 	}
-	return pinSnapshot(f.db, f.log)
+	return pinSnapshot(f.db, f.pins, f.log)
 }
 
 // Restore implements raft.FSM: it replaces the whole database with the

@@ -52,13 +52,18 @@ type fsmSnapshot struct {
 	log   *slog.Logger
 }
 
-// pinSnapshot opens a connection and a read transaction on it. DuckDB starts
+// pinSnapshot opens a connection with the applier's settings (pins) and a
+// read transaction on it. DuckDB starts
 // the transaction's view at its first read, so reading the applied index
 // both pins the view and says which index it shows.
-func pinSnapshot(db *engine.DB, log *slog.Logger) (*fsmSnapshot, error) {
+func pinSnapshot(db *engine.DB, pins settingPins, log *slog.Logger) (*fsmSnapshot, error) {
 	conn, err := db.Connect()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: connect: %w", err)
+	}
+	if err := pins.apply(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if _, err := conn.Exec(context.Background(), "BEGIN TRANSACTION READ ONLY"); err != nil {
 		conn.Close()

@@ -52,11 +52,11 @@ func hasWord(sql, w string) bool {
 	return false
 }
 
-// multipleStatements reports whether sql holds code after a semicolon
-// other than more semicolons.
-func multipleStatements(sql string) bool {
+// multipleStatements reports whether toks, the code of a statement, go on
+// after a semicolon with more than semicolons.
+func multipleStatements(toks []wal.Token) bool {
 	semi := false
-	for _, t := range code(sql) {
+	for _, t := range toks {
 		switch {
 		case t.IsPunct(';'):
 			semi = true
@@ -69,10 +69,13 @@ func multipleStatements(sql string) bool {
 
 // refusedKeywords start statements that would break the apply transaction
 // (transaction control) or change connection or process state that is not
-// replicated (settings, attachments, extensions).
+// replicated (settings, prepared statements, attachments, extensions): a
+// statement prepared on the applier's connection would be gone after a
+// restart, so a later EXECUTE would run on some nodes and fail on others.
 var refusedKeywords = map[string]bool{
 	"BEGIN": true, "START": true, "COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
 	"SET": true, "RESET": true, "USE": true, "PRAGMA": true,
+	"PREPARE": true, "EXECUTE": true, "DEALLOCATE": true,
 	"ATTACH": true, "DETACH": true, "INSTALL": true, "LOAD": true, "FORCE": true,
 	"CHECKPOINT": true, "EXPORT": true, "IMPORT": true, "VACUUM": true,
 }
@@ -82,15 +85,41 @@ var refusedKeywords = map[string]bool{
 // statements.
 func checkStatement(sql string) error {
 	kw := firstKeyword(sql)
+	toks := code(sql)
 	switch {
 	case kw == "":
 		return fmt.Errorf("%w: empty statement", ErrRefused)
 	case refusedKeywords[kw]:
 		return fmt.Errorf("%w: %s statements are not replicated", ErrRefused, kw)
-	case multipleStatements(sql):
+	case multipleStatements(toks):
 		return fmt.Errorf("%w: one statement per entry", ErrRefused)
+	case namesMetaSchema(toks):
+		return fmt.Errorf("%w: schema %s holds the applier's own bookkeeping (applied index, idempotency keys); "+
+			"a replicated statement may not name it", ErrRefused, metaSchema)
 	}
 	return nil
+}
+
+// namesMetaSchema reports whether toks, the code of a statement, name the
+// FSM's schema, bare or quoted, in any case. A statement that dropped or altered its tables
+// would make every node fail to record the batch and halt; one that wrote
+// to them would corrupt the applied index. Strings and comments do not
+// count, and a statement cannot reach a schema without naming it.
+func namesMetaSchema(toks []wal.Token) bool {
+	for _, t := range toks {
+		switch t.Kind {
+		case wal.TokIdent:
+			if strings.EqualFold(t.Text, metaSchema) {
+				return true
+			}
+		case wal.TokQuotedIdent:
+			name := strings.TrimSuffix(strings.TrimPrefix(t.Text, `"`), `"`)
+			if strings.EqualFold(strings.ReplaceAll(name, `""`, `"`), metaSchema) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // inlineParams replaces the ? and $n placeholders of sql with SQL literals of

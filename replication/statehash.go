@@ -28,6 +28,9 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 		return StateHash{}, err
 	}
 	defer conn.Close()
+	if err := s.fsm.pins.apply(conn); err != nil {
+		return StateHash{}, fmt.Errorf("state hash: %w", err)
+	}
 	if _, err := conn.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
 		return StateHash{}, err
 	}

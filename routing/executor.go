@@ -221,14 +221,27 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 // ErrNodeStatement refuses a client statement that would reconfigure the
 // node it runs on for every session there.
 var ErrNodeStatement = errors.New("duckraft: this statement reconfigures the node it runs on for every session " +
-	"(a GLOBAL setting, DuckDB's logging or its parser), which would make that node differ from the others; " +
+	"(a GLOBAL setting, DuckDB's logging, its parser, its extensions or a persistent secret), which would make " +
+	"that node differ from the others; " +
 	"it is refused. Session settings (SET without GLOBAL) are allowed")
 
-// refuseNodeStatements refuses a text holding a classify.Node statement.
+// ErrSettingRefused refuses a client's SET, RESET or PRAGMA of a setting
+// outside routing/classify's allow-list of session settings.
+var ErrSettingRefused = errors.New("duckraft: a client may change only session settings that cannot change " +
+	"what replicated statements do (TimeZone, Calendar, search_path, schema, the progress bar, explain_output and " +
+	"the duckraft_ settings; see docs/consistency.md); this setting is refused. DuckDB applies many settings to " +
+	"every connection of a node, replication's included, and the others would give this session reads and writes " +
+	"that disagree. Node resources are duckraftd's flags (--threads, --memory-limit)")
+
+// refuseNodeStatements refuses a text holding a classify.Node or
+// classify.Refused statement.
 func refuseNodeStatements(stmts []classify.Statement) error {
 	for _, stmt := range stmts {
-		if stmt.Class == classify.Node {
+		switch stmt.Class {
+		case classify.Node:
 			return fmt.Errorf("%w: %s", ErrNodeStatement, stmt.SQL)
+		case classify.Refused:
+			return fmt.Errorf("%w: %s", ErrSettingRefused, stmt.SQL)
 		}
 	}
 	return nil

@@ -14,8 +14,8 @@ import (
 // nodes, in sessions this node opens there, so the settings follow them:
 // the session remembers every statement that changed one, and a remote
 // session replays them before its next read whenever they changed since it
-// last did. Only session-scoped statements follow: SET GLOBAL changes the
-// node it runs on and nothing else, and PRAGMAs are not replayed.
+// last did. Only the allow-listed session settings (classify/settings.go)
+// can run at all; SET GLOBAL and setting PRAGMAs are refused.
 
 // maxSettings bounds the remembered setting statements of one session;
 // a repeated statement replaces its earlier copy, so only a client that

@@ -98,17 +98,50 @@ func TestRemoteReadsFollowSessionAndFrozenNodes(t *testing.T) {
 	})
 }
 
-// A client cannot turn on DuckDB's file logging on a node: with DuckDB
-// 1.5.6 it halted that node's replication, and the process aborted when the
-// client disconnected. The refusal leaves the cluster writing.
+// A client cannot reconfigure a node: not turn on DuckDB's file logging
+// (with DuckDB 1.5.6 it halted that node's replication, and the process
+// aborted when the client disconnected), not change a setting DuckDB
+// applies to the whole node (a plain SET default_collation made that
+// node's replication compare strings without case), not lock the node's
+// configuration. Each is refused with an error that says so, and the
+// replicas stay equal through a write the collation would have changed.
 func TestClientCannotReconfigureNode(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitForLeader(t, 20*time.Second)
 	via := c.Others(leader)[0]
 	conn := via.Client(t)
-	for _, sql := range []string{"CALL enable_logging(storage = 'file')", "SET GLOBAL default_collation = 'nocase'"} {
-		if _, err := conn.Exec(t.Context(), sql); err == nil || !strings.Contains(err.Error(), "reconfigures the node") {
-			t.Fatalf("%s: %v, want a refusal", sql, err)
+	for _, tc := range []struct{ sql, want string }{
+		{"CALL enable_logging(storage = 'file')", "reconfigures the node"},
+		{"SET GLOBAL default_collation = 'nocase'", "reconfigures the node"},
+		{"SET default_collation = 'nocase'", "this setting is refused"},
+		{"SET SESSION default_order = 'desc'", "this setting is refused"},
+		{"PRAGMA default_collation = 'nocase'", "this setting is refused"},
+		{"SET memory_limit = '16MB'", "this setting is refused"},
+		{"SET lock_configuration = true", "this setting is refused"},
+		{"RESET default_collation", "this setting is refused"},
+		{"PRAGMA enable_profiling", "this setting is refused"},
+	} {
+		if _, err := conn.Exec(t.Context(), tc.sql); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want a refusal saying %q", tc.sql, err, tc.want)
+		}
+	}
+	// Nor can it break the applier's bookkeeping: before the applier
+	// refused statements naming its schema, this halted every node.
+	if _, err := conn.Exec(t.Context(), "DROP TABLE _duckraft.keys"); err == nil || !strings.Contains(err.Error(), "bookkeeping") {
+		t.Fatalf("DROP TABLE _duckraft.keys: %v, want a refusal", err)
+	}
+	// The session settings are still allowed.
+	if _, err := conn.Exec(t.Context(), "SET TimeZone = 'Asia/Tokyo'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"CREATE TABLE coll(s VARCHAR)",
+		"INSERT INTO coll VALUES ('a'), ('A'), ('b')",
+		"CREATE TABLE coll_hits AS SELECT count(*) AS n FROM coll WHERE s = 'A'",
+		"CREATE TABLE coll_order AS SELECT list(s ORDER BY s) AS l FROM coll",
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 	conn.Close()

@@ -66,7 +66,8 @@ type Options struct {
 	TLSConfig *tls.Config
 	// HTTPClient overrides the HTTP client.
 	HTTPClient *http.Client
-	// HeartbeatTimeout is the Q3 session lease requested (default 60 s).
+	// HeartbeatTimeout is the Q3 session lease requested (default 60 s);
+	// a server may grant less, and the client then heartbeats within it.
 	HeartbeatTimeout time.Duration
 	// ClientVersion and Platform are sent in the handshake.
 	ClientVersion, Platform string
@@ -202,6 +203,10 @@ func (c *Conn) handshake(ctx context.Context, g wire.Generation) error {
 	}
 	c.id = h.ConnectionID
 	c.server = *resp
+	if granted := time.Duration(resp.HeartbeatTimeoutSeconds) * time.Second; g == wire.Q3 && granted > 0 && granted < c.opts.HeartbeatTimeout {
+		// The server cut the lease: heartbeat within what it granted.
+		c.opts.HeartbeatTimeout = granted
+	}
 	return nil
 }
 

@@ -26,14 +26,19 @@ const (
 	Begin
 	Commit
 	Rollback
-	// Session changes only the client's session or this node (SET,
-	// USE, PRAGMA settings, CHECKPOINT); it is not replicated.
+	// Session changes only the client's session or this node (a listed
+	// session setting, USE, PREPARE, CHECKPOINT); it is not replicated.
 	Session
 	// Node reconfigures the node it runs on for every session there (SET
 	// GLOBAL, DuckDB's logging, the PEG parser): one node would then
 	// differ from the others, and its own replication would run under the
 	// new configuration, so routing refuses it.
 	Node
+	// Refused is a SET, RESET or PRAGMA of a setting outside the
+	// allow-list of session settings (settings.go), which routing
+	// refuses: DuckDB applies many settings to the whole node even
+	// without GLOBAL.
+	Refused
 )
 
 func (c Class) String() string {
@@ -52,6 +57,8 @@ func (c Class) String() string {
 		return "session"
 	case Node:
 		return "node"
+	case Refused:
+		return "refused"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
@@ -123,15 +130,6 @@ func isWordByte(c byte) bool {
 	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
-// readPragmas are the PRAGMAs that only report; every other PRAGMA changes a
-// setting of the session or the node.
-var readPragmas = map[string]bool{
-	"table_info": true, "storage_info": true, "show_tables": true, "show_tables_expanded": true,
-	"show_databases": true, "database_list": true, "database_size": true, "version": true,
-	"platform": true, "functions": true, "collations": true, "show": true, "metadata_info": true,
-	"user_agent": true, "table_storage_info": true, "extension_versions": true,
-}
-
 // lexClass classifies one statement from its tokens alone: the answer
 // where DuckDB's parser does not decide (a statement it rejects, a
 // statement it does not serialize) and the whole answer when no parser
@@ -158,10 +156,7 @@ func lexClass(toks []wal.Token) Class {
 	case "rollback", "abort":
 		return Rollback
 	case "set", "reset":
-		if nodeSetting(sig, v) {
-			return Node
-		}
-		return Session
+		return settingClass(sig, v)
 	case "use", "prepare", "deallocate", "checkpoint", "vacuum", "analyze":
 		return Session
 	case "force":
@@ -169,12 +164,22 @@ func lexClass(toks []wal.Token) Class {
 			return Session
 		}
 	case "update":
+		// UPDATE EXTENSIONS replaces the node's extension files, for
+		// every session there.
 		if word(v+1, "extensions") {
-			return Session
+			return Node
 		}
 	case "create":
 		for k := v + 1; k <= v+4; k++ {
 			if word(k, "secret") {
+				// A persistent secret is written to the node's disk and
+				// seen by every session there; a temporary one is the
+				// session's.
+				for j := v + 1; j < k; j++ {
+					if word(j, "persistent") {
+						return Node
+					}
+				}
 				return Session
 			}
 		}
@@ -190,10 +195,7 @@ func lexClass(toks []wal.Token) Class {
 		}
 		return Read
 	case "pragma":
-		if len(sig) > v+1 && readPragmas[strings.ToLower(sig[v+1].Text)] && !hasOp(sig, "=") {
-			return Read
-		}
-		return Session
+		return pragmaClass(sig, v)
 	case "call":
 		if len(sig) > v+1 {
 			return classifyQuery(sig[v+1:])
@@ -201,27 +203,6 @@ func lexClass(toks []wal.Token) Class {
 		return Read
 	}
 	return Write
-}
-
-// nodeSettings are the settings that reconfigure DuckDB's logging, which
-// is the database's, not the session's: DuckDB 1.5.6 halts a node's
-// replication and aborts the process when a client turns file logging on.
-var nodeSettings = map[string]bool{
-	"enable_logging": true, "logging_storage": true, "logging_level": true, "logging_mode": true,
-	"enabled_log_types": true, "disabled_log_types": true,
-}
-
-// nodeSetting reports whether the SET or RESET at sig[v] changes the node
-// for every session: it names the GLOBAL scope or a node setting.
-func nodeSetting(sig []wal.Token, v int) bool {
-	k := v + 1
-	if k < len(sig) && sig[k].Is("global") {
-		return true
-	}
-	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local")) {
-		k++
-	}
-	return k < len(sig) && nodeSettings[strings.ToLower(strings.Trim(sig[k].Text, `"`))]
 }
 
 // explainTarget returns the index in sig of the statement an EXPLAIN at
@@ -277,6 +258,8 @@ func worse(a, b Class) Class {
 	switch {
 	case a == Node || b == Node:
 		return Node
+	case a == Refused || b == Refused:
+		return Refused
 	case a == Write || b == Write:
 		return Write
 	case a == Session || b == Session:

@@ -77,6 +77,9 @@ var classifyTests = []struct {
 	{sql: "CREATE SCHEMA sch", want: Write},
 	{sql: "CREATE TYPE mood AS ENUM ('happy', 'sad')", want: Write},
 	{sql: "CREATE SECRET (TYPE s3, KEY_ID 'k', SECRET 's')", want: Session, noRun: true},
+	{sql: "CREATE PERSISTENT SECRET (TYPE s3, KEY_ID 'k', SECRET 's')", want: Node, noRun: true},
+	{sql: "CREATE OR REPLACE PERSISTENT SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')", want: Node, noRun: true},
+	{sql: "UPDATE EXTENSIONS", want: Node, noRun: true},
 	{sql: "DROP TABLE t", want: Write},
 	{sql: "ALTER TABLE t ADD COLUMN c INT", want: Write},
 	{sql: "COMMENT ON TABLE t IS 'people'", want: Write},
@@ -95,9 +98,14 @@ var classifyTests = []struct {
 	{sql: "END", want: Commit, before: "BEGIN"},
 	{sql: "ROLLBACK", want: Rollback, before: "BEGIN"},
 	{sql: "ABORT", want: Rollback, before: "BEGIN"},
-	{sql: "SET threads = 1", want: Session},
+	{sql: "SET threads = 1", want: Refused},
+	{sql: "SET default_collation = 'nocase'", want: Refused},
+	{sql: "SET SESSION integer_division = true", want: Refused},
+	{sql: `SET "TimeZone" TO 'UTC'`, want: Session},
+	{sql: "SET search_path = 'main'", want: Session},
+	{sql: "RESET ALL", want: Refused, noRun: true}, // DuckDB 1.5 does not implement it
 	{sql: "SET TimeZone = 'UTC'", want: Session},
-	{sql: "SET VARIABLE x = 42", want: Session},
+	{sql: "SET VARIABLE x = 42", want: Refused},
 	{sql: "SET SESSION TimeZone = 'UTC'", want: Session},
 	{sql: "SET GLOBAL threads = 1", want: Node},
 	{sql: "set global default_collation = 'nocase'", want: Node},
@@ -109,10 +117,11 @@ var classifyTests = []struct {
 	{sql: "SELECT enable_logging()", want: Node, noRun: true},
 	{sql: `SELECT "Disable_PEG_Parser"()`, want: Node, noRun: true},
 	{sql: "CALL truncate_duckdb_logs()", want: Node, noRun: true},
-	{sql: "RESET threads", want: Session},
+	{sql: "RESET threads", want: Refused},
+	{sql: "RESET TimeZone", want: Session},
 	{sql: "USE memory", want: Session},
-	{sql: "PRAGMA threads = 2", want: Session},
-	{sql: "PRAGMA enable_profiling", want: Session},
+	{sql: "PRAGMA threads = 2", want: Refused},
+	{sql: "PRAGMA enable_profiling", want: Refused},
 	{sql: "PREPARE q AS SELECT 1", want: Session},
 	{sql: "DEALLOCATE p", want: Session, before: "PREPARE p AS SELECT 1"},
 	{sql: "CHECKPOINT", want: Session},
@@ -155,9 +164,9 @@ var classifyTests = []struct {
 	{sql: "EXPLAIN (ANALYZE false) INSERT INTO t VALUES (1, 'x')", want: Write}, // DuckDB 1.5 runs it anyway
 	{sql: "EXPLAIN (FORMAT json) INSERT INTO t VALUES (1, 'x')", want: Read},
 	{sql: "WITH x AS (SELECT 1 AS a, 'b' AS b) INSERT INTO t SELECT * FROM x; ", want: Write},
-	{sql: "/* ; */ SET threads = 1 -- ;", want: Session},
+	{sql: "/* ; */ SET threads = 1 -- ;", want: Refused},
 	{sql: "PRAGMA storage_info('t')", want: Read},
-	{sql: "PRAGMA memory_limit = '1GB'", want: Session},
+	{sql: "PRAGMA memory_limit = '1GB'", want: Refused},
 	{sql: "SELECT 1 + ", want: Read, noRun: true},                       // DuckDB rejects it: the lexer's class
 	{sql: "SELECT 1 -- \x00\n, nextval('s')", want: Write, noRun: true}, // the C API would cut at NUL: the lexer's class
 }
@@ -206,7 +215,7 @@ func TestClassifyStatements(t *testing.T) {
 			{"INSERT INTO t VALUES (1, ';')", Write}, {"UPDATE t SET b = '--' /* ; */", Write}, {"DELETE FROM t", Write}}},
 		{"PIVOT t ON b USING sum(a); SELECT 1", []Statement{{"PIVOT t ON b USING sum(a)", Read}, {"SELECT 1", Read}}},
 		{"SET threads = 1; SELECT setseed(0.1); CALL checkpoint()", []Statement{
-			{"SET threads = 1", Session}, {"SELECT setseed(0.1)", Session}, {"CALL checkpoint()", Session}}},
+			{"SET threads = 1", Refused}, {"SELECT setseed(0.1)", Session}, {"CALL checkpoint()", Session}}},
 	} {
 		got, err := Statements(tt.sql)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
@@ -454,14 +463,17 @@ func Confirm(c Class, t engine.StatementType) error {
 	case engine.StatementExport:
 		ok = c == Read
 	case engine.StatementPragma:
-		ok = c == Read || c == Session
+		ok = c == Read || c == Refused
 	case engine.StatementVariableSet, engine.StatementSet:
-		ok = c == Session || c == Node
-	case engine.StatementPrepare, engine.StatementVacuum, engine.StatementAnalyze, engine.StatementUpdateExtensions:
+		ok = c == Session || c == Node || c == Refused
+	case engine.StatementPrepare, engine.StatementVacuum, engine.StatementAnalyze:
 		ok = c == Session
+	case engine.StatementUpdateExtensions:
+		ok = c == Node
 	case engine.StatementCreate, engine.StatementDrop:
-		// CREATE SECRET is node-local; DEALLOCATE runs as a DROP.
-		ok = c == Write || c == Session
+		// CREATE SECRET is node-local (a persistent one the whole
+		// node's); DEALLOCATE runs as a DROP.
+		ok = c == Write || c == Session || c == Node
 	default:
 		ok = c == Write
 	}

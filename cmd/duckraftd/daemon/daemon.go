@@ -90,6 +90,19 @@ type Config struct {
 	AllowExternalAccess bool
 	// MaxMessageBytes bounds a request body.
 	MaxMessageBytes int64
+	// MaxSessions and MaxSessionsPerClient bound concurrent Quack sessions,
+	// in all and per client address (the cluster's members are exempt
+	// from the second: their sessions carry their own clients' reads);
+	// MaxLease bounds the heartbeat lease a client may ask for. Zero is
+	// node's default for each.
+	MaxSessions          int
+	MaxSessionsPerClient int
+	MaxLease             time.Duration
+	// ReadHeaderTimeout bounds a request's headers; BodyTimeout and
+	// MinBodyRate its body (node.Config). Zero is node's default.
+	ReadHeaderTimeout time.Duration
+	BodyTimeout       time.Duration
+	MinBodyRate       int64
 	// Threads and MemoryLimit are DuckDB's resources.
 	Threads     int
 	MemoryLimit string
@@ -318,8 +331,17 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		Authenticator:   node.TokenAuth{Token: d.token},
 		Executor:        exec,
 		MaxMessageBytes: d.cfg.MaxMessageBytes,
-		HiddenSchemas:   []string{replication.MetaSchema},
-		Logger:          d.log,
+		MaxSessions:     d.cfg.MaxSessions,
+		// The members' sessions on this node carry their own clients'
+		// reads, so a member is not one client.
+		MaxSessionsPerClient: d.cfg.MaxSessionsPerClient,
+		UncappedClient:       d.members.isMemberHost,
+		MaxLease:             d.cfg.MaxLease,
+		ReadHeaderTimeout:    d.cfg.ReadHeaderTimeout,
+		BodyTimeout:          d.cfg.BodyTimeout,
+		MinBodyRate:          d.cfg.MinBodyRate,
+		HiddenSchemas:        []string{replication.MetaSchema},
+		Logger:               d.log,
 	}
 	if authorizer != "" {
 		cfg.Authorizer = node.SQLAuthorizer{DB: d.db, Function: authorizer}
@@ -339,8 +361,21 @@ func (d *Daemon) serve(mux *http.ServeMux) error {
 		}
 	}
 	d.l = l
-	d.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
-		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
+	headerTimeout := d.cfg.ReadHeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = node.DefaultReadHeaderTimeout
+	}
+	bodyTimeout, rate := d.cfg.BodyTimeout, d.cfg.MinBodyRate
+	if bodyTimeout <= 0 {
+		bodyTimeout = node.DefaultBodyTimeout
+	}
+	if rate <= 0 {
+		rate = node.DefaultMinBodyRate
+	}
+	// The body deadline covers the node API's endpoints too, not only
+	// Quack's.
+	d.hs = &http.Server{Handler: node.GuardBodies(mux, bodyTimeout, rate), ReadHeaderTimeout: headerTimeout,
+		IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug)}
 	go func() {
 		if err := d.hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			d.serveErr = err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
@@ -162,6 +163,24 @@ func (m *membership) Peers() []routing.Peer {
 			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load})
 	}
 	return out
+}
+
+// isMemberHost reports whether host is the address of a member that is
+// not dead or gone (a data node or a router), as gossip saw it or as the
+// member advertises its Quack address: the node's session cap per client
+// exempts members. A client on a member's machine is exempt with it.
+func (m *membership) isMemberHost(host string) bool {
+	for _, mem := range m.gossip.Members() {
+		if mem.State == cluster.StateDead || mem.State == cluster.StateLeft {
+			continue
+		}
+		for _, addr := range []string{mem.GossipAddr, mem.Meta.QuackAddr} {
+			if h, _, err := net.SplitHostPort(addr); err == nil && h == host {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // leaderID is the leader the data nodes report, for a router.
