@@ -198,12 +198,12 @@ func loadToken(token, dir string) (string, error) {
 func (d *Daemon) startNode() error {
 	c := d.cfg
 	var err error
-	d.db, err = engine.Open(filepath.Join(c.DataDir, "duckraft.db"), engine.Options{
+	d.db, err = replication.OpenDatabase(filepath.Join(c.DataDir, "duckraft.db"), engine.Options{
 		Threads:             c.Threads,
 		MemoryLimit:         c.MemoryLimit,
 		AllowExternalAccess: c.AllowExternalAccess,
 		Logger:              d.log,
-	})
+	}, d.log)
 	if err != nil {
 		return err
 	}
