@@ -35,6 +35,8 @@ type tlsStreamLayer struct {
 	advertise net.Addr
 	conf      *tls.Config
 	refusals  *refusalLog
+	// timeout is handshakeTimeout; tests shorten it.
+	timeout time.Duration
 
 	accepted chan net.Conn
 	slots    chan struct{}
@@ -54,6 +56,7 @@ func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, log *s
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
 	l := &tlsStreamLayer{ln: ln, advertise: advertise, conf: conf, refusals: newRefusalLog(log, time.Minute),
+		timeout:  handshakeTimeout,
 		accepted: make(chan net.Conn), slots: make(chan struct{}, maxHandshakes), closing: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	addr, ok := l.Addr().(*net.TCPAddr)
@@ -100,11 +103,11 @@ func (l *tlsStreamLayer) acceptLoop() {
 }
 
 // handshake completes the TLS handshake of an inbound connection within
-// handshakeTimeout and hands it to Accept, or drops it.
+// l.timeout and hands it to Accept, or drops it.
 func (l *tlsStreamLayer) handshake(raw net.Conn) {
 	defer l.wg.Done()
 	tc := tls.Server(raw, l.conf)
-	ctx, cancel := context.WithTimeout(l.ctx, handshakeTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	<-l.slots
