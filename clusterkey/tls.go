@@ -13,9 +13,15 @@ import (
 	"time"
 )
 
-// ErrNoCA is returned by LoadRaftTLS when the CA file holds no
-// certificate.
-var ErrNoCA = errors.New("clusterkey: no CA certificate")
+// Errors of the Raft TLS.
+var (
+	// ErrNoCA is returned by LoadRaftTLS when the CA file holds no
+	// certificate.
+	ErrNoCA = errors.New("clusterkey: no CA certificate")
+	// ErrNotMember is wrapped by the handshake error of a peer whose
+	// certificate no cluster CA signed.
+	ErrNotMember = errors.New("clusterkey: peer certificate is not a member's")
+)
 
 // The CA derived from a cluster key is the same on every node: its key
 // comes from the cluster key, and every other field is fixed, so each
@@ -127,10 +133,6 @@ func mutualTLS(cert tls.Certificate, pool *x509.CertPool) *tls.Config {
 		},
 	}
 }
-
-// ErrNotMember is wrapped by the handshake error of a peer whose
-// certificate no cluster CA signed.
-var ErrNotMember = errors.New("clusterkey: peer certificate is not a member's")
 
 // verifyPeer checks that certs, leaf first, chain to a CA in pool.
 func verifyPeer(certs []*x509.Certificate, pool *x509.CertPool) error {
