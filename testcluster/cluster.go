@@ -125,7 +125,7 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 	}
 	t.Cleanup(c.killAll)
 	if opts.Proxy {
-		c.net = newNetwork()
+		c.net = newNetwork(t)
 		t.Cleanup(c.net.close)
 		for _, n := range c.Nodes {
 			c.net.add(t, n)
