@@ -237,14 +237,15 @@ func Open(cfg Config) (*Store, error) {
 			return fail(err)
 		}
 	}
-	layer, err := newTLSStreamLayer(cfg.RaftAddr, advertise, cfg.TLS, s.log.With("component", "raft-transport"))
+	tlog := s.log.With("component", "raft-transport")
+	layer, err := newTLSStreamLayer(cfg.RaftAddr, advertise, cfg.TLS, tlog)
 	if err != nil {
 		return fail(err)
 	}
 	s.term.stable = s.logs
 	s.trans = newTermGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
-	}), s.term.current)
+	}), s.term.current, tlog)
 	cleanup = append(cleanup, s.trans.Close)
 
 	restore, err := needRestore(s.fsm.Applied(), snaps, s.logs)

@@ -70,30 +70,32 @@ func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, log *s
 }
 
 // acceptLoop accepts TCP connections and handshakes each in its own
-// goroutine, at most maxHandshakes at a time.
+// goroutine, at most maxHandshakes at a time. Accept errors other than the
+// listener's close (out of file descriptors, say) are retried with a
+// backoff, as raft's own transport does.
 func (l *tlsStreamLayer) acceptLoop() {
 	defer l.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.refusals.log.Error("raft accept failed", "err", err, "retry_in", backoff)
 			select {
 			case <-l.closing:
 				return
-			default:
+			case <-time.After(backoff):
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			// A listener that fails for good: Accept reports the
-			// layer closed, and raft stops accepting.
-			l.refusals.log.Error("raft accept failed", "err", err)
-			l.Close()
-			return
+			continue
 		}
+		backoff = 0
 		select {
 		case l.slots <- struct{}{}:
 		default:
-			l.refusals.refuse(c.RemoteAddr(), errors.New("too many handshakes in progress"))
+			l.refusals.refuse(c.RemoteAddr().String(), errors.New("too many handshakes in progress"))
 			c.Close()
 			continue
 		}
@@ -112,7 +114,7 @@ func (l *tlsStreamLayer) handshake(raw net.Conn) {
 	cancel()
 	<-l.slots
 	if err != nil {
-		l.refusals.refuse(raw.RemoteAddr(), err)
+		l.refusals.refuse(raw.RemoteAddr().String(), err)
 		raw.Close()
 		return
 	}
@@ -170,7 +172,8 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 // refusalLog logs refused peers at most once per interval per remote
-// host, with the count of refusals it did not log.
+// host, with the count of refusals it did not log, so a peer that keeps
+// trying cannot flood the log.
 type refusalLog struct {
 	log      *slog.Logger
 	interval time.Duration
@@ -192,11 +195,12 @@ func newRefusalLog(log *slog.Logger, interval time.Duration) *refusalLog {
 	return &refusalLog{log: log, interval: interval, seen: make(map[string]*refusals)}
 }
 
-// refuse records that the peer at addr was refused because of err, and
-// logs it unless that host was logged within the interval.
-func (r *refusalLog) refuse(addr net.Addr, err error) {
-	host := addr.String()
-	if h, _, serr := net.SplitHostPort(host); serr == nil {
+// refuse records that the peer at addr (host:port, or any name of the
+// peer) was refused because of err, and logs it unless that host was
+// logged within the interval.
+func (r *refusalLog) refuse(addr string, err error) {
+	host := addr
+	if h, _, serr := net.SplitHostPort(addr); serr == nil {
 		host = h
 	}
 	now := time.Now()
@@ -222,5 +226,5 @@ func (r *refusalLog) refuse(addr net.Addr, err error) {
 		r.seen[host] = &refusals{logged: now}
 	}
 	r.mu.Unlock()
-	r.log.Warn("raft peer refused", "remote", addr.String(), "err", err, "refused_since_last_logged", suppressed)
+	r.log.Warn("raft peer refused", "remote", addr, "err", err, "refused_since_last_logged", suppressed)
 }

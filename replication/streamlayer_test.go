@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -42,12 +43,10 @@ func TestSilentPeerDropped(t *testing.T) {
 func TestRefusalLogRateLimited(t *testing.T) {
 	var logs syncBuffer
 	r := newRefusalLog(slog.New(slog.NewTextHandler(&logs, nil)), time.Hour)
-	a := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 1000}
 	for i := range 100 {
-		a.Port = 1000 + i
-		r.refuse(a, errTest)
+		r.refuse(fmt.Sprintf("10.0.0.1:%d", 1000+i), errTest)
 	}
-	r.refuse(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 2), Port: 1}, errTest)
+	r.refuse("10.0.0.2:1", errTest)
 	if n := strings.Count(logs.String(), "raft peer refused"); n != 2 {
 		t.Fatalf("%d lines logged, want 2 (one per host):\n%s", n, logs.String())
 	}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -33,6 +35,8 @@ type termGuard struct {
 	*raft.NetworkTransport
 	// current is this node's current term.
 	current func() uint64
+	// refusals logs the refused RPCs, by the address the sender claims.
+	refusals *refusalLog
 
 	consumer chan raft.RPC
 	done     chan struct{}
@@ -41,8 +45,9 @@ type termGuard struct {
 }
 
 // newTermGuard wraps t; current reports this node's current term.
-func newTermGuard(t *raft.NetworkTransport, current func() uint64) *termGuard {
-	g := &termGuard{NetworkTransport: t, current: current, consumer: make(chan raft.RPC), done: make(chan struct{})}
+func newTermGuard(t *raft.NetworkTransport, current func() uint64, log *slog.Logger) *termGuard {
+	g := &termGuard{NetworkTransport: t, current: current, refusals: newRefusalLog(log, time.Minute),
+		consumer: make(chan raft.RPC), done: make(chan struct{})}
 	go g.filter()
 	return g
 }
@@ -56,9 +61,25 @@ func (g *termGuard) absurd(term uint64) error {
 	return nil
 }
 
+// refuse answers rpc with err if it carries an absurd term, and logs it.
+// TimeoutNow carries no term: the election it starts is at this node's
+// term plus one.
+func (g *termGuard) refuse(rpc raft.RPC) bool {
+	err := g.check(rpc.Command)
+	if err == nil {
+		return false
+	}
+	from := "unknown"
+	if h, ok := rpc.Command.(raft.WithRPCHeader); ok {
+		from = string(h.GetRPCHeader().Addr)
+	}
+	g.refusals.refuse(from, err)
+	rpc.Respond(nil, err)
+	return true
+}
+
 // check returns an ErrAbsurdTerm error if the RPC cmd carries an absurd
-// term. TimeoutNow carries no term: the election it starts is at this
-// node's term plus one.
+// term.
 func (g *termGuard) check(cmd any) error {
 	switch c := cmd.(type) {
 	case *raft.AppendEntriesRequest:
@@ -80,8 +101,7 @@ func (g *termGuard) filter() {
 	for {
 		select {
 		case rpc := <-in:
-			if err := g.check(rpc.Command); err != nil {
-				rpc.Respond(nil, err)
+			if g.refuse(rpc) {
 				continue
 			}
 			select {
@@ -106,11 +126,9 @@ func (g *termGuard) SetHeartbeatHandler(cb func(raft.RPC)) {
 		return
 	}
 	g.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
-		if err := g.check(rpc.Command); err != nil {
-			rpc.Respond(nil, err)
-			return
+		if !g.refuse(rpc) {
+			cb(rpc)
 		}
-		cb(rpc)
 	})
 }
 
