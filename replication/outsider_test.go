@@ -157,7 +157,7 @@ func assertUntouched(t *testing.T, nodes []*testNode, leader *testNode, term uin
 // speaks it too.
 func tlsTransport(t *testing.T, conf *tls.Config) *raft.NetworkTransport {
 	t.Helper()
-	layer, err := newTLSStreamLayer("127.0.0.1:0", nil, conf, testLogger())
+	layer, err := newTLSStreamLayer("127.0.0.1:0", nil, conf, handshakeTimeout, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

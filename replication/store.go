@@ -238,7 +238,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 	}
 	tlog := s.log.With("component", "raft-transport")
-	layer, err := newTLSStreamLayer(cfg.RaftAddr, advertise, cfg.TLS, tlog)
+	layer, err := newTLSStreamLayer(cfg.RaftAddr, advertise, cfg.TLS, handshakeTimeout, tlog)
 	if err != nil {
 		return fail(err)
 	}

@@ -35,7 +35,8 @@ type tlsStreamLayer struct {
 	advertise net.Addr
 	conf      *tls.Config
 	refusals  *refusalLog
-	// timeout is handshakeTimeout; tests shorten it.
+	// timeout bounds an inbound handshake: handshakeTimeout, shorter in
+	// tests.
 	timeout time.Duration
 
 	accepted chan net.Conn
@@ -49,8 +50,9 @@ type tlsStreamLayer struct {
 }
 
 // newTLSStreamLayer listens on bind. advertise, if not nil, is the address
-// the layer reports to raft (and so to the other members).
-func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, log *slog.Logger) (*tlsStreamLayer, error) {
+// the layer reports to raft (and so to the other members); timeout bounds
+// each inbound handshake.
+func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, timeout time.Duration, log *slog.Logger) (*tlsStreamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)

@@ -16,12 +16,11 @@ import (
 // when the handshake deadline passes, and logged.
 func TestSilentPeerDropped(t *testing.T) {
 	var logs syncBuffer
-	l, err := newTLSStreamLayer("127.0.0.1:0", nil, memberTLS(t, "n1"), slog.New(slog.NewTextHandler(&logs, nil)))
+	l, err := newTLSStreamLayer("127.0.0.1:0", nil, memberTLS(t, "n1"), 200*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.timeout = 200 * time.Millisecond
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
