@@ -156,7 +156,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	key := cfg.ClusterKey
-	if key == nil {
+	if len(key) == 0 {
 		key = clusterkey.FromToken(token)
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, nodeCred: clusterkey.NodeAPI(key),
@@ -390,7 +390,7 @@ func (d *Daemon) serve(mux *http.ServeMux) error {
 	return nil
 }
 
-// Token is the cluster token: the configured one or the one kept in the
+// Token is the client token: the configured one or the one kept in the
 // data directory.
 func (d *Daemon) Token() string { return d.token }
 
