@@ -2,13 +2,20 @@ package testcluster_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 	"github.com/duckraft/duckraft/wal"
@@ -87,5 +94,61 @@ func TestClientTokenCannotForward(t *testing.T) {
 	conn := leader.Client(t)
 	if got := queryInts(t, conn, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'forwarded'"); got[0] != 0 {
 		t.Error("the client's raw batch was applied")
+	}
+}
+
+// TestOperatorCertificates: nodes started with --raft-tls-cert/-key/-ca
+// form a cluster on the operator's CA, and a peer holding a certificate of
+// the CA derived from the cluster key (what the nodes would use without the
+// flags) is refused.
+func TestOperatorCertificates(t *testing.T) {
+	dir := t.TempDir()
+	opKey := []byte("operator PKI seed for this test")
+	ca, _, err := clusterkey.RaftCA(opKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := clusterkey.RaftTLS(opKey, "member")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leaf.Certificates[0].PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*pem.Block{
+		"cert.pem": {Type: "CERTIFICATE", Bytes: leaf.Certificates[0].Certificate[0]},
+		"key.pem":  {Type: "PRIVATE KEY", Bytes: keyDER},
+		"ca.pem":   {Type: "CERTIFICATE", Bytes: ca.Raw},
+	}
+	for name, block := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--raft-tls-cert", filepath.Join(dir, "cert.pem"),
+		"--raft-tls-key", filepath.Join(dir, "key.pem"), "--raft-tls-ca", filepath.Join(dir, "ca.pem")}})
+	leader := c.WaitForLeader(t, 30*time.Second)
+	exec(t, leader.Client(t), "CREATE TABLE t AS SELECT 1 AS x")
+	c.WaitConverged(t, 30*time.Second)
+
+	derived, err := clusterkey.RaftTLS(clusterkey.FromToken(testcluster.Token), "n9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		conn, err := tls.Dial("tcp", n.RaftAddr, derived)
+		if err != nil {
+			continue
+		}
+		// A TLS 1.3 client is done before the server checked its
+		// certificate: a refusal arrives as an alert on the first read,
+		// while an accepted connection stays silent until the deadline.
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+			t.Errorf("%s: a certificate of the derived CA was accepted (%v)", n.ID, err)
+		}
 	}
 }
