@@ -17,8 +17,9 @@ import (
 var errLayerClosed = errors.New("replication: raft stream layer closed")
 
 const (
-	// handshakeTimeout bounds a TLS handshake, accepted or dialled, so a
-	// silent peer cannot hold a goroutine or a connection slot.
+	// handshakeTimeout bounds an inbound TLS handshake, so a silent peer
+	// cannot hold a goroutine or a handshake slot. (Dial is bounded by
+	// the timeout raft passes it.)
 	handshakeTimeout = 10 * time.Second
 	// maxHandshakes bounds the inbound handshakes in progress; a
 	// connection beyond it is closed at once.
@@ -58,7 +59,7 @@ func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, timeou
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
 	l := &tlsStreamLayer{ln: ln, advertise: advertise, conf: conf, refusals: newRefusalLog(log, time.Minute),
-		timeout:  handshakeTimeout,
+		timeout:  timeout,
 		accepted: make(chan net.Conn), slots: make(chan struct{}, maxHandshakes), closing: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	addr, ok := l.Addr().(*net.TCPAddr)
