@@ -142,10 +142,17 @@ func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Trans
 		return Transfer{}, err
 	}
 	defer resp.Body.Close()
-	// Refusals carry a Transfer too, which names the leader.
+	// Refusals carry a Transfer too, which names the leader; a refusal
+	// before the handler (no credential) carries only a message.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Transfer{}, fmt.Errorf("%w: read transfer answer of %s: %w", ErrUnreachable, addr, err)
+	}
 	var out Transfer
-	derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out)
+	derr := json.Unmarshal(body, &out)
 	switch {
+	case resp.StatusCode/100 != 2 && derr != nil:
+		return Transfer{}, answerError(resp, target, strings.TrimSpace(string(body)))
 	case resp.StatusCode/100 != 2:
 		return out, answerError(resp, target, out.Error)
 	case derr != nil:
