@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -43,6 +45,19 @@ func openFSM(t testing.TB, db *engine.DB) *fsm {
 	return f
 }
 
+// testClusterKey is the cluster key of the tests' clusters.
+var testClusterKey = []byte("replication test cluster key 32b")
+
+// memberTLS is the Raft TLS of a member id of a test cluster.
+func memberTLS(t testing.TB, id string) *tls.Config {
+	t.Helper()
+	c, err := clusterkey.RaftTLS(testClusterKey, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // testNode is one node of an in-process cluster: a DuckDB file and a Store
 // in a temp dir, listening on a loopback port chosen by the kernel.
 type testNode struct {
@@ -62,7 +77,7 @@ func (n *testNode) start(t testing.TB, bootstrap bool) {
 		addr = "127.0.0.1:0"
 	}
 	cfg := Config{ID: n.id, Dir: filepath.Join(n.dir, "raft"), RaftAddr: addr, Bootstrap: bootstrap, DB: n.db,
-		Logger: testLogger().With("test_node", n.id), SnapshotInterval: time.Hour}
+		TLS: memberTLS(t, n.id), Logger: testLogger().With("test_node", n.id), SnapshotInterval: time.Hour}
 	if n.mod != nil {
 		n.mod(&cfg)
 	}

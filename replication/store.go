@@ -5,6 +5,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,14 +63,15 @@ func (e *NotLeaderError) Error() string {
 // Unwrap makes errors.Is(err, ErrNotLeader) true.
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
 
-// Config configures a Store. ID, Dir, RaftAddr and DB are required; zero
+// Config configures a Store. ID, Dir, RaftAddr, TLS and DB are required; zero
 // durations and counts take the defaults documented on each field.
 type Config struct {
 	// ID is this node's Raft server ID, stable across restarts.
 	ID string
 	// Dir holds raft.db (log and stable store) and the snapshots.
 	Dir string
-	// RaftAddr is the address the Raft transport listens on.
+	// RaftAddr is the address the Raft transport listens on (TCP, with
+	// TLS).
 	RaftAddr string
 	// AdvertiseAddr is the address other nodes dial; defaults to the bound
 	// RaftAddr.
@@ -78,6 +80,11 @@ type Config struct {
 	// no Raft state yet. Other nodes start without it and are added by the
 	// leader's Join.
 	Bootstrap bool
+	// TLS is the mutual TLS of the Raft transport: the certificate this
+	// node presents and the CA its peers' certificates must chain to
+	// (clusterkey.RaftTLS or clusterkey.LoadRaftTLS). Required: a Raft
+	// port that accepts anyone lets anyone rewrite the database.
+	TLS *tls.Config
 	// DB is the database the FSM applies to. The Store does not close it.
 	DB *engine.DB
 	// Logger receives Store and raft diagnostics; nil discards them.
@@ -162,7 +169,8 @@ type Store struct {
 	raft  *raft.Raft
 	fsm   *fsm
 	logs  *raftboltdb.BoltStore
-	trans *raft.NetworkTransport
+	trans *termGuard
+	term  raftTerm
 
 	// readyTerm is the term in which this node, as leader, has committed
 	// an entry of its own, so its commit index is current for reads.
@@ -188,8 +196,8 @@ type Store struct {
 // state yet.
 func Open(cfg Config) (*Store, error) {
 	cfg.setDefaults()
-	if cfg.ID == "" || cfg.Dir == "" || cfg.RaftAddr == "" || cfg.DB == nil {
-		return nil, errors.New("replication: Config needs ID, Dir, RaftAddr and DB")
+	if cfg.ID == "" || cfg.Dir == "" || cfg.RaftAddr == "" || cfg.TLS == nil || cfg.DB == nil {
+		return nil, errors.New("replication: Config needs ID, Dir, RaftAddr, TLS and DB")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -229,9 +237,15 @@ func Open(cfg Config) (*Store, error) {
 			return fail(err)
 		}
 	}
-	if s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, hlog.Named("transport")); err != nil {
+	tlog := s.log.With("component", "raft-transport")
+	layer, err := newTLSStreamLayer(cfg.RaftAddr, advertise, cfg.TLS, handshakeTimeout, tlog)
+	if err != nil {
 		return fail(err)
 	}
+	s.term.stable = s.logs
+	s.trans = newTermGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
+	}), s.term.current, tlog)
 	cleanup = append(cleanup, s.trans.Close)
 
 	restore, err := needRestore(s.fsm.Applied(), snaps, s.logs)
@@ -263,6 +277,7 @@ func Open(cfg Config) (*Store, error) {
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.trans); err != nil {
 		return fail(err)
 	}
+	s.term.r.Store(s.raft)
 
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(s.logs, s.logs, snaps)

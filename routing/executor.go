@@ -60,13 +60,20 @@ type Config struct {
 	Router    bool
 	Store     Store
 	Directory Directory
-	// Remote reaches the other nodes; nil is QuackRemote over Token.
+	// Remote reaches the other nodes; nil is QuackRemote over Token and
+	// NodeCredential.
 	Remote Remote
 	// DB is this node's database, used to evaluate volatile expressions on
 	// the leader before they are replicated as data.
 	DB *engine.DB
-	// Token authenticates requests to other nodes.
+	// Token is the client token, which authenticates this node's sessions
+	// on other nodes (reads routed there).
 	Token string
+	// NodeCredential is the cluster's node credential
+	// (clusterkey.NodeAPI): the one this node's write endpoint accepts,
+	// and the one it forwards writes with. Empty, the endpoint accepts
+	// nothing.
+	NodeCredential string
 	// Consistency is the default read consistency of new sessions.
 	Consistency Level
 	// SessionWait bounds how long a routed read waits for its node to
@@ -121,7 +128,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Remote == nil {
-		cfg.Remote = NewQuackRemote(cfg.Token, nil)
+		cfg.Remote = NewQuackRemote(cfg.Token, cfg.NodeCredential, nil)
 	}
 	vol, err := loadVolatile(cfg.DB)
 	if err != nil {

@@ -39,17 +39,20 @@ type RemoteSession interface {
 }
 
 // QuackRemote reaches other nodes over Quack (Q1, with parallel FETCH) and
-// their nodeapi write endpoint, with the cluster token.
+// their nodeapi write endpoint: sessions with the client token, writes
+// with the node credential.
 type QuackRemote struct {
 	token string
 	tls   *tls.Config
 	api   *nodeapi.Client
 }
 
-// NewQuackRemote returns a QuackRemote. A tlsConfig means the nodes serve
-// HTTPS, and says which certificates to trust; nil means plain HTTP.
-func NewQuackRemote(token string, tlsConfig *tls.Config) *QuackRemote {
-	q := &QuackRemote{token: token, tls: tlsConfig, api: &nodeapi.Client{Token: token}}
+// NewQuackRemote returns a QuackRemote that opens sessions with token and
+// forwards writes with the node credential node. A tlsConfig means the
+// nodes serve HTTPS, and says which certificates to trust; nil means plain
+// HTTP.
+func NewQuackRemote(token, node string, tlsConfig *tls.Config) *QuackRemote {
+	q := &QuackRemote{token: token, tls: tlsConfig, api: &nodeapi.Client{Token: token, Node: node}}
 	if tlsConfig != nil {
 		q.api.TLS = true
 		q.api.HTTP = &http.Client{Transport: &http.Transport{

@@ -138,7 +138,7 @@ func (e *Executor) leaderQuackAddr() (string, bool) {
 // WriteHandler serves nodeapi.WritePath: writes other nodes forward to this
 // one while it leads.
 func (e *Executor) WriteHandler() http.Handler {
-	return nodeapi.WriteHandler(e.cfg.Token, e.applyForwarded)
+	return nodeapi.WriteHandler(e.cfg.NodeCredential, e.applyForwarded)
 }
 
 // applyForwarded applies a forwarded write, answering with the codes the

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
@@ -124,7 +125,7 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 	}
 	t.Cleanup(c.killAll)
 	if opts.Proxy {
-		c.net = newNetwork()
+		c.net = newNetwork(t)
 		t.Cleanup(c.net.close)
 		for _, n := range c.Nodes {
 			c.net.add(t, n)
@@ -382,8 +383,10 @@ func (n *Node) Client(t testing.TB) *client.Conn {
 	return c
 }
 
-// api calls the nodes' API with the cluster token.
-var api = &nodeapi.Client{Token: Token}
+// api calls the nodes' API as a member does: with the client token, and
+// the node credential of the cluster key derived from it (the nodes are
+// started without --cluster-key).
+var api = &nodeapi.Client{Token: Token, Node: clusterkey.NodeAPI(clusterkey.FromToken(Token))}
 
 // apiTimeout bounds a status or hash request to a node.
 const apiTimeout = 2 * time.Second

@@ -1,14 +1,14 @@
 package testcluster
 
 import (
-	"bytes"
-	"errors"
+	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/clusterkey"
 )
 
 // network routes every Raft connection between a cluster's nodes through an
@@ -17,17 +17,19 @@ import (
 // as its Raft address (duckraftd --raft-advertise), so every peer that dials
 // it goes through the proxy.
 //
-// A proxy learns who is dialing from the first RPC on the connection:
-// hashicorp/raft's RPC header carries the sender's advertised address, that
-// is the sender's own proxy address, which names the sender uniquely.
+// Raft speaks mutual TLS, so a proxy is a member in the middle: it holds a
+// certificate of the cluster's CA (derived from the key the nodes derive
+// from Token), ends each dialer's TLS, learns who is dialing from the
+// dialer's certificate, whose common name is its node ID, and dials the
+// destination with TLS of its own.
 type network struct {
+	tls    *tls.Config
 	mu     sync.Mutex
 	group  map[string]int // node ID → partition group; empty when healed
 	silent bool           // the partition stalls links instead of closing them
 	// changed is closed, and replaced, whenever the partition changes, to
 	// wake links stalled by a silent one.
 	changed chan struct{}
-	byAddr  map[string]string // advertised Raft address → node ID
 	proxies []*raftProxy
 	stats   LinkStats
 }
@@ -41,8 +43,13 @@ type LinkStats struct {
 	Proxied, Refused, Cut, Stalled int
 }
 
-func newNetwork() *network {
-	return &network{group: map[string]int{}, changed: make(chan struct{}), byAddr: map[string]string{}}
+func newNetwork(t testing.TB) *network {
+	t.Helper()
+	conf, err := clusterkey.RaftTLS(clusterkey.FromToken(Token), "raft-proxy")
+	if err != nil {
+		t.Fatalf("raft proxy TLS: %v", err)
+	}
+	return &network{tls: conf, group: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (nw *network) count(f func(*LinkStats)) {
@@ -51,10 +58,8 @@ func (nw *network) count(f func(*LinkStats)) {
 	nw.mu.Unlock()
 }
 
-// identifyLimit bounds how much of a connection's first bytes a proxy reads
-// to find the sender's address; the RPC header comes first, so a few
-// hundred bytes suffice.
-const identifyLimit = 64 << 10
+// handshakeTimeout bounds the proxy's TLS handshake with a dialer.
+const handshakeTimeout = 5 * time.Second
 
 // add starts the proxy in front of n's Raft listener and sets
 // n.RaftAdvertise to its address.
@@ -67,7 +72,6 @@ func (nw *network) add(t testing.TB, n *Node) {
 	p := &raftProxy{nw: nw, dst: n.ID, target: n.RaftAddr, l: l, done: make(chan struct{}), links: map[*link]struct{}{}}
 	n.RaftAdvertise = l.Addr().String()
 	nw.mu.Lock()
-	nw.byAddr[n.RaftAdvertise] = n.ID
 	nw.proxies = append(nw.proxies, p)
 	nw.mu.Unlock()
 	go p.serve()
@@ -180,22 +184,6 @@ func (nw *network) close() {
 	}
 }
 
-// identify returns the node whose advertised address occurs first in b;
-// of two addresses found at the same place ("…:4000" and "…:40001") the
-// longer is the one.
-func (nw *network) identify(b []byte) string {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	best, bestAddr, at := "", "", -1
-	for addr, id := range nw.byAddr {
-		i := bytes.Index(b, []byte(addr))
-		if i >= 0 && (at < 0 || i < at || (i == at && len(addr) > len(bestAddr))) {
-			best, bestAddr, at = id, addr, i
-		}
-	}
-	return best
-}
-
 // raftProxy forwards connections to one node's Raft listener.
 type raftProxy struct {
 	nw     *network
@@ -236,10 +224,10 @@ func (p *raftProxy) serve() {
 	}
 }
 
-func (p *raftProxy) handle(c net.Conn) {
-	src, head, err := p.readSource(c)
+func (p *raftProxy) handle(raw net.Conn) {
+	c, src, err := p.accept(raw)
 	if err != nil {
-		c.Close()
+		raw.Close()
 		return
 	}
 	// Behind a silent partition the dialer's bytes wait unread, as they
@@ -249,7 +237,7 @@ func (p *raftProxy) handle(c net.Conn) {
 		c.Close()
 		return
 	}
-	s, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	s, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", p.target, p.nw.tls)
 	if err != nil {
 		// The node is down: the dialer sees the connection drop, as it would
 		// see a refused dial.
@@ -268,10 +256,6 @@ func (p *raftProxy) handle(c net.Conn) {
 	// A partition that closes links may have begun between the check
 	// above and registering.
 	if p.nw.severed(src, p.dst) {
-		p.drop(l)
-		return
-	}
-	if _, err := s.Write(head); err != nil {
 		p.drop(l)
 		return
 	}
@@ -308,28 +292,16 @@ func (p *raftProxy) pump(l *link, to, from net.Conn) {
 	}
 }
 
-// readSource reads the start of c until it names a known node, and returns
-// that node (empty if none was found within identifyLimit bytes) and the
-// bytes read.
-func (p *raftProxy) readSource(c net.Conn) (string, []byte, error) {
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetReadDeadline(time.Time{})
-	var head []byte
-	buf := make([]byte, 4096)
-	for len(head) < identifyLimit {
-		n, err := c.Read(buf)
-		head = append(head, buf[:n]...)
-		if src := p.nw.identify(head); src != "" {
-			return src, head, nil
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) || len(head) == 0 {
-				return "", nil, fmt.Errorf("raft proxy to %s: %w", p.dst, err)
-			}
-			return "", head, nil
-		}
+// accept ends the dialer's TLS on raw and returns the connection and the
+// dialer's node ID, the common name of its certificate.
+func (p *raftProxy) accept(raw net.Conn) (net.Conn, string, error) {
+	c := tls.Server(raw, p.nw.tls)
+	raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer raw.SetDeadline(time.Time{})
+	if err := c.Handshake(); err != nil {
+		return nil, "", fmt.Errorf("raft proxy to %s: %w", p.dst, err)
 	}
-	return "", head, nil
+	return c, c.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
 }
 
 // cut closes the links that the current partition forbids.

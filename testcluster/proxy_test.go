@@ -1,28 +1,67 @@
 package testcluster
 
-import "testing"
+import (
+	"crypto/tls"
+	"io"
+	"testing"
+	"time"
 
-// TestIdentify checks that a proxy names the sender from the first address
-// in an RPC's bytes, preferring the longer of two addresses where one is a
-// prefix of the other.
-func TestIdentify(t *testing.T) {
-	nw := newNetwork()
-	nw.byAddr = map[string]string{
-		"127.0.0.1:4000":  "n1",
-		"127.0.0.1:40001": "n2",
-		"127.0.0.1:5000":  "n3",
+	"github.com/duckraft/duckraft/clusterkey"
+)
+
+// TestProxyIdentifiesByCertificate checks that a proxy names the dialer
+// by the node ID in its member certificate: a partition that isolates n1
+// refuses n1's link to n2 and lets n3's through.
+func TestProxyIdentifiesByCertificate(t *testing.T) {
+	nw := newNetwork(t)
+	t.Cleanup(nw.close)
+	key := clusterkey.FromToken(Token)
+	server, err := clusterkey.RaftTLS(key, "n2")
+	if err != nil {
+		t.Fatal(err)
 	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	n2 := &Node{ID: "n2", RaftAddr: l.Addr().String()}
+	nw.add(t, n2)
+	nw.partition([][]string{{"n2", "n3"}}, []string{"n1", "n2", "n3"}, false)
 	for _, tc := range []struct {
-		name, head, want string
+		src  string
+		want bool
 	}{
-		{"header address", "\x00\x83\xa2ID\xc4\x02n3\xa4Addr\xc4\x0e127.0.0.1:5000\xa4Term", "n3"},
-		{"prefix of another address", "\xa4Addr\xc4\x0f127.0.0.1:40001\xa4Term", "n2"},
-		{"shorter address", "\xa4Addr\xc4\x0e127.0.0.1:4000\xa4Term", "n1"},
-		{"first address wins", "127.0.0.1:5000 then servers 127.0.0.1:4000", "n3"},
-		{"no address yet", "\x00\x83\xa2ID\xc4\x02n3", ""},
+		{"n1", false},
+		{"n3", true},
 	} {
-		if got := nw.identify([]byte(tc.head)); got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		conf, err := clusterkey.RaftTLS(key, tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.Dial("tcp", n2.RaftAdvertise, conf)
+		if err != nil {
+			t.Fatalf("%s: dial the proxy: %v", tc.src, err)
+		}
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		_, werr := c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		_, rerr := io.ReadFull(c, buf)
+		c.Close()
+		if got := werr == nil && rerr == nil && string(buf) == "ping"; got != tc.want {
+			t.Errorf("%s → n2: link works %v, want %v (%v, %v)", tc.src, got, tc.want, werr, rerr)
 		}
 	}
 }
@@ -30,7 +69,7 @@ func TestIdentify(t *testing.T) {
 // TestPartitionGroups checks which links a partition allows: within a
 // group, not across, and unlisted nodes alone.
 func TestPartitionGroups(t *testing.T) {
-	nw := newNetwork()
+	nw := newNetwork(t)
 	all := []string{"n1", "n2", "n3", "n4"}
 	nw.partition([][]string{{"n1", "n2"}}, all, false)
 	for _, tc := range []struct {

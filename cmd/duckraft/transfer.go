@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -14,13 +16,23 @@ import (
 // maintenance of its host: to the voter named by --to, or to the most
 // up-to-date one.
 func runTransferLeader(args []string, stdout, stderr io.Writer) int {
-	var to string
+	var to, key string
 	api, addr, code := parseAPIFlags("transfer-leader", args, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&to, "to", "", "ID of the voter to lead next (default: the most up-to-date voter)")
+		fs.StringVar(&key, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the cluster key, hex (env DUCKRAFT_CLUSTER_KEY; default: derived from --token, as duckraftd does)")
 	})
 	if api == nil {
 		return code
 	}
+	ck := clusterkey.FromToken(api.Token)
+	if key != "" {
+		var err error
+		if ck, err = clusterkey.Parse(key); err != nil {
+			fmt.Fprintln(stderr, "duckraft transfer-leader: --cluster-key:", err)
+			return 2
+		}
+	}
+	api.Node = clusterkey.NodeAPI(ck)
 	res, err := transferLeader(api, addr, to)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)

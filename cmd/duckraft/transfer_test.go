@@ -60,6 +60,9 @@ func TestTransferLeader(t *testing.T) {
 	}{
 		{"unknown voter", []string{"--token", testcluster.Token, "--to", "nosuch"}, "no such voter"},
 		{"wrong token", []string{"--token", "wrong"}, "Authentication failed"},
+		// The token reads the status, but moving leadership needs the
+		// cluster's node credential.
+		{"another cluster's key", []string{"--token", testcluster.Token, "--cluster-key", "00112233445566778899aabbccddeeff"}, "Authentication failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := cli(tc.args...)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/routing"
@@ -55,7 +55,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.Uint64Var(&c.MaxStaleness, "max-staleness", 1000, "log entries a bounded read may lag behind")
 	fs.IntVar(&c.Voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
-	fs.StringVar(&c.clusterKey, "cluster-key", "", "gossip encryption key, 32/48/64 hex digits (default: derived from the token)")
+	fs.StringVar(&c.clusterKey, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the members' credential, 32/48/64 hex digits (env DUCKRAFT_CLUSTER_KEY): gossip, Raft TLS and node-to-node requests are keyed by it. Default: derived from the token, which lets every client holding the token act as a member; production clusters set their own")
+	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "Raft transport certificate file (PEM), instead of one issued from the cluster key; with --raft-tls-key and --raft-tls-ca")
+	fs.StringVar(&c.RaftTLSKey, "raft-tls-key", "", "Raft transport key file (PEM)")
+	fs.StringVar(&c.RaftTLSCA, "raft-tls-ca", "", "CA certificates (PEM) that sign every member's Raft certificate, and members' only")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries between snapshots (0: 8192)")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept after a snapshot (0: 4096)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
@@ -101,16 +104,30 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("--token must be at least 4 characters long")
 	}
 	if c.clusterKey != "" {
-		k, err := hex.DecodeString(c.clusterKey)
-		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
-			return nil, errors.New("--cluster-key must be 32, 48 or 64 hex digits")
+		k, err := clusterkey.Parse(c.clusterKey)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-key: %w", err)
 		}
-		c.GossipKey = k
+		c.ClusterKey = k
+	}
+	if n := countSet(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA); n != 0 && n != 3 {
+		return nil, errors.New("--raft-tls-cert, --raft-tls-key and --raft-tls-ca go together")
 	}
 	if c.gossipProfile == "loopback" {
 		c.GossipTiming = cluster.LoopbackTiming()
 	}
 	return c, nil
+}
+
+// countSet is how many of vs are not empty.
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func newLogger(level string) (*slog.Logger, error) {

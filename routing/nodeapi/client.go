@@ -23,8 +23,12 @@ var ErrUnreachable = errors.New("nodeapi: node unreachable")
 
 // Client calls the API of nodes by their Quack address (host:port).
 type Client struct {
-	// Token is the cluster token.
+	// Token is the client token, sent with Status and Hash.
 	Token string
+	// Node is the node credential (clusterkey.NodeAPI), sent with Write
+	// and TransferLeadership, and with Status and Hash when Token is
+	// empty.
+	Node string
 	// TLS is set when nodes serve HTTPS; HTTP's TLSClientConfig then says
 	// whom to trust.
 	TLS bool
@@ -47,13 +51,22 @@ func (c *Client) url(addr, path string) string {
 	return scheme + "://" + addr + path
 }
 
-// send sends a request; a failure to get an answer wraps ErrUnreachable.
-func (c *Client) send(ctx context.Context, method, target string, body []byte) (*http.Response, error) {
+// reader is the credential a read-only request (Status, Hash) sends.
+func (c *Client) reader() string {
+	if c.Token != "" {
+		return c.Token
+	}
+	return c.Node
+}
+
+// send sends a request with the bearer cred; a failure to get an answer
+// wraps ErrUnreachable.
+func (c *Client) send(ctx context.Context, cred, method, target string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Authorization", "Bearer "+cred)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/octet-stream")
 	}
@@ -70,8 +83,8 @@ func (c *Client) send(ctx context.Context, method, target string, body []byte) (
 
 // do sends a request and hands a 2xx answer to out; any other answer
 // becomes its Error.
-func (c *Client) do(ctx context.Context, method, target string, body []byte, out func(*http.Response) error) error {
-	resp, err := c.send(ctx, method, target, body)
+func (c *Client) do(ctx context.Context, cred, method, target string, body []byte, out func(*http.Response) error) error {
+	resp, err := c.send(ctx, cred, method, target, body)
 	if err != nil {
 		return err
 	}
@@ -93,7 +106,7 @@ func answerError(resp *http.Response, target, msg string) error {
 }
 
 func (c *Client) getJSON(ctx context.Context, addr, path string, v any) error {
-	return c.do(ctx, http.MethodGet, c.url(addr, path), nil, func(resp *http.Response) error {
+	return c.do(ctx, c.reader(), http.MethodGet, c.url(addr, path), nil, func(resp *http.Response) error {
 		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 			return fmt.Errorf("%w: decode %s of %s: %w", ErrUnreachable, path, addr, err)
 		}
@@ -124,15 +137,22 @@ func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Trans
 	if to != "" {
 		target += "?to=" + url.QueryEscape(to)
 	}
-	resp, err := c.send(ctx, http.MethodPost, target, nil)
+	resp, err := c.send(ctx, c.Node, http.MethodPost, target, nil)
 	if err != nil {
 		return Transfer{}, err
 	}
 	defer resp.Body.Close()
-	// Refusals carry a Transfer too, which names the leader.
+	// Refusals carry a Transfer too, which names the leader; a refusal
+	// before the handler (no credential) carries only a message.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Transfer{}, fmt.Errorf("%w: read transfer answer of %s: %w", ErrUnreachable, addr, err)
+	}
 	var out Transfer
-	derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out)
+	derr := json.Unmarshal(body, &out)
 	switch {
+	case resp.StatusCode/100 != 2 && derr != nil:
+		return Transfer{}, answerError(resp, target, strings.TrimSpace(string(body)))
 	case resp.StatusCode/100 != 2:
 		return out, answerError(resp, target, out.Error)
 	case derr != nil:
@@ -149,7 +169,7 @@ func (c *Client) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.
 		return nil, fmt.Errorf("encode write: %w", err)
 	}
 	var res *wal.Result
-	err = c.do(ctx, http.MethodPost, c.url(addr, WritePath), body, func(resp *http.Response) error {
+	err = c.do(ctx, c.Node, http.MethodPost, c.url(addr, WritePath), body, func(resp *http.Response) error {
 		data, err := readAll(resp.Body, resp.ContentLength)
 		if err != nil {
 			return fmt.Errorf("%w: read write result from %s: %w", ErrUnreachable, addr, err)

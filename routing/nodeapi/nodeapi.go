@@ -23,6 +23,8 @@ import (
 )
 
 // Paths served by every data node (a router serves StatusPath only).
+// StatusPath and HashPath accept the client token or the node credential;
+// TransferPath and WritePath only the node credential (see Credentials).
 const (
 	// StatusPath (GET) answers the node's Status as JSON.
 	StatusPath = "/duckraft/v1/status"
@@ -103,7 +105,8 @@ const (
 	CodePinned Code = "pinned"
 	// CodeNoSuchVoter: a leadership transfer named no voter.
 	CodeNoSuchVoter Code = "no_such_voter"
-	// CodeUnauthorized: the request lacks the cluster token.
+	// CodeUnauthorized: the request lacks the credential its path needs
+	// (the client token or the node credential).
 	CodeUnauthorized Code = "unauthorized"
 	// CodeBadRequest: the request is malformed.
 	CodeBadRequest Code = "bad_request"

@@ -47,22 +47,23 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 
 // TestClientAndHandlers runs the client against the handlers over HTTP.
 func TestClientAndHandlers(t *testing.T) {
-	const token = "tok"
+	const token, node = "tok", "node-credential"
+	creds := Credentials{Client: token, Node: node}
 	var applied []wal.Command
 	mux := http.NewServeMux()
-	mux.Handle(StatusPath, StatusHandler(token, func(context.Context) (Status, error) {
+	mux.Handle(StatusPath, StatusHandler(creds, func(context.Context) (Status, error) {
 		return Status{ID: "n1", LeaderID: "n2"}, nil
 	}))
-	mux.Handle(HashPath, HashHandler(token, func(context.Context) (StateHash, error) {
+	mux.Handle(HashPath, HashHandler(creds, func(context.Context) (StateHash, error) {
 		return StateHash{Index: 5, Hash: "abc"}, nil
 	}))
-	mux.Handle(TransferPath, TransferHandler(token, func(to string) (Transfer, error) {
+	mux.Handle(TransferPath, TransferHandler(node, func(to string) (Transfer, error) {
 		if to == "n9" {
 			return Transfer{From: "n1", LeaderID: "n1"}, Errorf(CodeNoSuchVoter, "no voter %s", to)
 		}
 		return Transfer{From: "n1", LeaderID: to}, nil
 	}))
-	mux.Handle(WritePath, WriteHandler(token, func(_ context.Context, cmd wal.Command) (*wal.Result, error) {
+	mux.Handle(WritePath, WriteHandler(node, func(_ context.Context, cmd wal.Command) (*wal.Result, error) {
 		if s, ok := cmd.Entry.(wal.Statement); ok && s.SQL == "fail" {
 			return nil, Errorf(CodeUnknownOutcome, "leadership lost")
 		}
@@ -73,7 +74,7 @@ func TestClientAndHandlers(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
-	c := &Client{Token: token}
+	c := &Client{Token: token, Node: node}
 
 	if st, err := c.Status(ctx, addr); err != nil || st.ID != "n1" || st.LeaderID != "n2" {
 		t.Fatalf("Status = %+v, %v", st, err)
@@ -107,7 +108,7 @@ func TestClientAndHandlers(t *testing.T) {
 	}
 	// A body that is not a wal batch is refused before anything applies.
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+WritePath, strings.NewReader("not a batch"))
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+node)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +121,72 @@ func TestClientAndHandlers(t *testing.T) {
 	srv.Close()
 	if _, err := c.Write(ctx, addr, cmd); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("write to a closed server: %v", err)
+	}
+}
+
+// TestCredentials: status and hash answer the client token and the node
+// credential; forwarded writes and leadership transfer only the node
+// credential, so a client holding the token cannot forward a raw batch.
+func TestCredentials(t *testing.T) {
+	const token, node = "tok", "node-credential"
+	mux := http.NewServeMux()
+	mux.Handle(StatusPath, StatusHandler(Credentials{Client: token, Node: node}, func(context.Context) (Status, error) {
+		return Status{ID: "n1"}, nil
+	}))
+	mux.Handle(HashPath, HashHandler(Credentials{Client: token, Node: node}, func(context.Context) (StateHash, error) {
+		return StateHash{Index: 1}, nil
+	}))
+	mux.Handle(TransferPath, TransferHandler(node, func(string) (Transfer, error) { return Transfer{From: "n1"}, nil }))
+	applied := 0
+	mux.Handle(WritePath, WriteHandler(node, func(context.Context, wal.Command) (*wal.Result, error) {
+		applied++
+		return &wal.Result{Index: 1}, nil
+	}))
+	// A node whose node credential is unset accepts no forwarded write,
+	// not even one with an empty bearer.
+	mux.Handle("/unset"+WritePath, http.StripPrefix("/unset", WriteHandler("", func(context.Context, wal.Command) (*wal.Result, error) {
+		applied++
+		return &wal.Result{}, nil
+	})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	ctx := context.Background()
+	cmd := wal.Command{Entry: wal.Statement{SQL: "CREATE TABLE t(x INTEGER)"}}
+	for _, tc := range []struct {
+		name                  string
+		client                *Client
+		read, write, transfer bool
+	}{
+		{"client token", &Client{Token: token}, true, false, false},
+		{"client token as node credential", &Client{Token: token, Node: token}, true, false, false},
+		{"node credential", &Client{Node: node}, true, true, true},
+		{"wrong", &Client{Token: "x", Node: "y"}, false, false, false},
+		{"none", &Client{}, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what string, err error, want bool) {
+				t.Helper()
+				switch {
+				case want && err != nil:
+					t.Errorf("%s: %v", what, err)
+				case !want && CodeOf(err) != CodeUnauthorized:
+					t.Errorf("%s: %v, want %s", what, err, CodeUnauthorized)
+				}
+			}
+			_, err := tc.client.Status(ctx, addr)
+			check("status", err, tc.read)
+			_, err = tc.client.Hash(ctx, addr)
+			check("hash", err, tc.read)
+			_, err = tc.client.Write(ctx, addr, cmd)
+			check("write", err, tc.write)
+			_, err = tc.client.TransferLeadership(ctx, addr, "")
+			check("transfer", err, tc.transfer)
+			_, err = tc.client.Write(ctx, addr+"/unset", cmd)
+			check("write to a node without a node credential", err, false)
+		})
+	}
+	if applied != 1 {
+		t.Errorf("%d writes applied, want 1 (the node credential's)", applied)
 	}
 }

@@ -14,16 +14,33 @@ import (
 // MaxWriteBytes bounds a forwarded write's body.
 const MaxWriteBytes = 512 << 20
 
-// authorized reports whether r carries token as a bearer token, compared
-// in constant time.
-func authorized(r *http.Request, token string) bool {
-	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) == 1
+// Credentials are the bearer credentials a node's API accepts. Client is
+// the client token, which authorizes reading a node's status and state
+// hash; Node is the node credential only members hold
+// (clusterkey.NodeAPI), which authorizes everything, and alone authorizes
+// forwarded writes and leadership transfer: a forwarded write is applied as
+// the leader's own, past the checks a client's statement goes through.
+type Credentials struct {
+	Client, Node string
 }
 
-// guard admits requests with method that carry token.
-func guard(token, method string, h http.HandlerFunc) http.Handler {
+// authorized reports whether r carries one of the non-empty creds as a
+// bearer token, compared in constant time.
+func authorized(r *http.Request, creds ...string) bool {
+	got := []byte(r.Header.Get("Authorization"))
+	ok := false
+	for _, c := range creds {
+		if c != "" && subtle.ConstantTimeCompare(got, []byte("Bearer "+c)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// guard admits requests with method that carry one of creds.
+func guard(creds []string, method string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r, token) {
+		if !authorized(r, creds...) {
 			writeError(w, Errorf(CodeUnauthorized, "Authentication failed"))
 			return
 		}
@@ -69,18 +86,20 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// StatusHandler serves StatusPath with what get returns.
-func StatusHandler(token string, get func(context.Context) (Status, error)) http.Handler {
-	return jsonHandler(token, get)
+// StatusHandler serves StatusPath with what get returns, to clients and
+// members.
+func StatusHandler(creds Credentials, get func(context.Context) (Status, error)) http.Handler {
+	return jsonHandler(creds, get)
 }
 
-// HashHandler serves HashPath with what get returns.
-func HashHandler(token string, get func(context.Context) (StateHash, error)) http.Handler {
-	return jsonHandler(token, get)
+// HashHandler serves HashPath with what get returns, to clients and
+// members.
+func HashHandler(creds Credentials, get func(context.Context) (StateHash, error)) http.Handler {
+	return jsonHandler(creds, get)
 }
 
-func jsonHandler[T any](token string, get func(context.Context) (T, error)) http.Handler {
-	return guard(token, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+func jsonHandler[T any](creds Credentials, get func(context.Context) (T, error)) http.Handler {
+	return guard([]string{creds.Client, creds.Node}, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
 		v, err := get(r.Context())
 		if err != nil {
 			writeError(w, err)
@@ -94,9 +113,9 @@ func jsonHandler[T any](token string, get func(context.Context) (T, error)) http
 // voter to (any voter when empty) and returns the leader before and after;
 // its error should be an Error with CodeNotLeader (the answer then names
 // the leader this node knows, so callers can ask that one) or
-// CodeNoSuchVoter.
-func TransferHandler(token string, transfer func(to string) (Transfer, error)) http.Handler {
-	return guard(token, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+// CodeNoSuchVoter. Only members, holding the node credential, may ask.
+func TransferHandler(node string, transfer func(to string) (Transfer, error)) http.Handler {
+	return guard([]string{node}, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		out, err := transfer(r.URL.Query().Get("to"))
 		if err != nil {
 			e, ok := AsError(err)
@@ -117,9 +136,11 @@ func TransferHandler(token string, transfer func(to string) (Transfer, error)) h
 // WriteHandler serves WritePath: apply applies a forwarded command on the
 // leader. Its error should be an Error whose code tells the forwarding node
 // whether to retry (CodeNotLeader, CodeUnknownOutcome); any other error is
-// the write's own.
-func WriteHandler(token string, apply func(context.Context, wal.Command) (*wal.Result, error)) http.Handler {
-	return guard(token, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+// the write's own. Only members, holding the node credential, may forward:
+// the leader applies the command as it is, without the checks a client's
+// statement goes through on the node that took it.
+func WriteHandler(node string, apply func(context.Context, wal.Command) (*wal.Result, error)) http.Handler {
+	return guard([]string{node}, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		cmd, err := readCommand(w, r)
 		if err != nil {
 			writeError(w, err)

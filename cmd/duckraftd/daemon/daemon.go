@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/replication"
@@ -55,12 +56,20 @@ type Config struct {
 	// Router runs a data-less router that joins gossip through Join and
 	// sends writes to the leader and reads to the data nodes.
 	Router bool
-	// Token authenticates clients and nodes. Empty means the one kept in
-	// DataDir, generated on first start so that restarts keep it.
+	// Token authenticates clients. Empty means the one kept in DataDir,
+	// generated on first start so that restarts keep it.
 	Token string
-	// GossipKey encrypts gossip (16, 24 or 32 bytes); nil derives it from
-	// the token.
-	GossipKey []byte
+	// ClusterKey (16, 24 or 32 bytes) is the members' credential: gossip's
+	// encryption key, the node API's node credential and the Raft
+	// transport's CA are derived from it (package clusterkey). Nil derives
+	// it from Token, so a cluster runs with no key to hand around, but
+	// then every client holding the token can act as a member: production
+	// clusters set a key of their own.
+	ClusterKey []byte
+	// RaftTLSCert, RaftTLSKey and RaftTLSCA, when set (all three), are the
+	// Raft transport's certificate, key and the CA of every member's
+	// certificate, instead of the CA derived from ClusterKey.
+	RaftTLSCert, RaftTLSKey, RaftTLSCA string
 	// GossipTiming is gossip's failure detection; zero is cluster.LANTiming.
 	GossipTiming cluster.Timing
 	// Voters is how many voting members the cluster keeps; ReapAfter how
@@ -122,6 +131,10 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	token string
+	// clusterKey is Config.ClusterKey or the one derived from the token;
+	// nodeCred the node API credential derived from it.
+	clusterKey []byte
+	nodeCred   string
 	// peerTLS is how this node trusts the others when nodes serve HTTPS;
 	// nil when they serve plain HTTP.
 	peerTLS *tls.Config
@@ -155,7 +168,12 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, done: make(chan struct{})}
+	key := cfg.ClusterKey
+	if len(key) == 0 {
+		key = clusterkey.FromToken(token)
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, nodeCred: clusterkey.NodeAPI(key),
+		done: make(chan struct{})}
 	if cfg.TLSCert != "" {
 		if d.peerTLS, err = peerTLS(cfg.TLSCert); err != nil {
 			return nil, err
@@ -207,11 +225,16 @@ func (d *Daemon) startNode() error {
 	if err != nil {
 		return err
 	}
+	raftTLS, err := d.raftTLS()
+	if err != nil {
+		return err
+	}
 	d.store, err = replication.Open(replication.Config{
 		ID:                c.ID,
 		Dir:               filepath.Join(c.DataDir, "raft"),
 		RaftAddr:          c.RaftAddr,
 		AdvertiseAddr:     c.RaftAdvertise,
+		TLS:               raftTLS,
 		Bootstrap:         c.Join == "",
 		DB:                d.db,
 		SnapshotThreshold: c.SnapshotThreshold,
@@ -232,7 +255,7 @@ func (d *Daemon) startNode() error {
 	}
 	// Gossip starts before the executor that reports the load it carries.
 	var execRef atomic.Pointer[routing.Executor]
-	if d.members, err = startMembership(c, raftAddr, d.token, d.store, loadOf(&execRef), d.log); err != nil {
+	if d.members, err = startMembership(c, raftAddr, clusterkey.Gossip(d.clusterKey), d.store, loadOf(&execRef), d.log); err != nil {
 		return err
 	}
 	rc := d.routingConfig()
@@ -247,14 +270,15 @@ func (d *Daemon) startNode() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
-	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.token, func(context.Context) (nodeapi.Status, error) {
+	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
+	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
 		return status(d.store, d.members, exec), nil
 	}))
-	mux.Handle(nodeapi.HashPath, nodeapi.HashHandler(d.token, func(ctx context.Context) (nodeapi.StateHash, error) {
+	mux.Handle(nodeapi.HashPath, nodeapi.HashHandler(creds, func(ctx context.Context) (nodeapi.StateHash, error) {
 		h, err := d.store.StateHash(ctx)
 		return nodeapi.StateHash{Index: h.Index, Hash: h.Hash, Rows: h.Rows}, err
 	}))
-	mux.Handle(nodeapi.TransferPath, nodeapi.TransferHandler(d.token, func(to string) (nodeapi.Transfer, error) {
+	mux.Handle(nodeapi.TransferPath, nodeapi.TransferHandler(d.nodeCred, func(to string) (nodeapi.Transfer, error) {
 		err := d.store.TransferLeadership(to)
 		return nodeapi.Transfer{From: d.store.ID(), LeaderID: d.store.LeaderID()}, routing.APIError(err)
 	}))
@@ -274,7 +298,7 @@ func (d *Daemon) startRouter() error {
 		return err
 	}
 	var execRef atomic.Pointer[routing.Executor]
-	if d.members, err = startRouterMembership(c, d.token, loadOf(&execRef), d.log); err != nil {
+	if d.members, err = startRouterMembership(c, clusterkey.Gossip(d.clusterKey), loadOf(&execRef), d.log); err != nil {
 		return err
 	}
 	exec, err := routing.NewRouter(d.routingConfig())
@@ -288,12 +312,27 @@ func (d *Daemon) startRouter() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.token, func(context.Context) (nodeapi.Status, error) {
+	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
+	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
 		return routerStatus(c.ID, d.members, exec), nil
 	}))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack as a router", "id", c.ID, "gossip", c.GossipAddr, "join", c.Join)
 	return d.serve(mux)
+}
+
+// raftTLS is the Raft transport's mutual TLS: the operator's certificates
+// if given, else a certificate this node issues itself from the CA derived
+// from the cluster key.
+func (d *Daemon) raftTLS() (*tls.Config, error) {
+	c := d.cfg
+	if c.RaftTLSCert != "" || c.RaftTLSKey != "" || c.RaftTLSCA != "" {
+		if c.RaftTLSCert == "" || c.RaftTLSKey == "" || c.RaftTLSCA == "" {
+			return nil, errors.New("raft TLS needs a certificate, its key and the members' CA")
+		}
+		return clusterkey.LoadRaftTLS(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA)
+	}
+	return clusterkey.RaftTLS(d.clusterKey, c.ID)
 }
 
 // loadOf reports the statements in flight on the executor once it exists,
@@ -310,15 +349,16 @@ func loadOf(exec *atomic.Pointer[routing.Executor]) func() uint64 {
 // routingConfig is what a node's and a router's routing share.
 func (d *Daemon) routingConfig() routing.Config {
 	return routing.Config{
-		ID:           d.cfg.ID,
-		Directory:    d.members,
-		DB:           d.db,
-		Token:        d.token,
-		Remote:       routing.NewQuackRemote(d.token, d.peerTLS),
-		Consistency:  d.cfg.Consistency,
-		MaxStaleness: d.cfg.MaxStaleness,
-		Now:          d.cfg.Now,
-		Logger:       d.log,
+		ID:             d.cfg.ID,
+		Directory:      d.members,
+		DB:             d.db,
+		Token:          d.token,
+		NodeCredential: d.nodeCred,
+		Remote:         routing.NewQuackRemote(d.token, d.nodeCred, d.peerTLS),
+		Consistency:    d.cfg.Consistency,
+		MaxStaleness:   d.cfg.MaxStaleness,
+		Now:            d.cfg.Now,
+		Logger:         d.log,
 	}
 }
 
@@ -385,7 +425,7 @@ func (d *Daemon) serve(mux *http.ServeMux) error {
 	return nil
 }
 
-// Token is the cluster token: the configured one or the one kept in the
+// Token is the client token: the configured one or the one kept in the
 // data directory.
 func (d *Daemon) Token() string { return d.token }
 

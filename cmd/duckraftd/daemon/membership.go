@@ -48,13 +48,13 @@ func (a raftAdapter) Servers() ([]cluster.Server, error) {
 
 // startMembership starts gossip, joins the cluster through c.Join if
 // given, and runs the reconciler. raftAddr is the Raft address peers dial;
-// load reports this node's in-flight statements.
-func startMembership(c Config, raftAddr, token string, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
+// load reports this node's in-flight statements; gossipKey encrypts gossip.
+func startMembership(c Config, raftAddr string, gossipKey []byte, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
 	role := cluster.RoleVoter
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, token, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr},
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -87,10 +87,10 @@ func startMembership(c Config, raftAddr, token string, store *replication.Store,
 
 // startRouterMembership joins gossip as a router: without a Raft address,
 // which keeps it out of the Raft configuration and out of reads.
-func startRouterMembership(c Config, token string, load func() uint64, log *slog.Logger) (*membership, error) {
+func startRouterMembership(c Config, gossipKey []byte, load func() uint64, log *slog.Logger) (*membership, error) {
 	m := &membership{self: c.ID, cancel: func() {}, done: make(chan struct{})}
 	close(m.done)
-	g, err := startGossip(c, token, cluster.Meta{ID: c.ID, QuackAddr: c.QuackAddr}, func() cluster.Status {
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, QuackAddr: c.QuackAddr}, func() cluster.Status {
 		return cluster.Status{Load: load()}
 	}, log)
 	if err != nil {
@@ -100,13 +100,13 @@ func startRouterMembership(c Config, token string, load func() uint64, log *slog
 	return m, nil
 }
 
-// startGossip starts gossip with meta and joins through c.Join if given.
-func startGossip(c Config, token string, meta cluster.Meta, status func() cluster.Status, log *slog.Logger) (*cluster.Gossip, error) {
+// startGossip starts gossip with meta, encrypted with key, and joins
+// through c.Join if given.
+func startGossip(c Config, key []byte, meta cluster.Meta, status func() cluster.Status, log *slog.Logger) (*cluster.Gossip, error) {
 	g, err := cluster.NewGossip(cluster.Config{
 		Meta:     meta,
 		BindAddr: c.GossipAddr,
-		Key:      c.GossipKey,
-		Token:    token,
+		Key:      key,
 		Status:   status,
 		Timing:   c.GossipTiming,
 		Logger:   log,

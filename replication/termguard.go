@@ -1,0 +1,193 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrAbsurdTerm is the error of a Raft RPC, or of a peer's answer to one,
+// whose term is too far beyond this node's to be real: adopting it would
+// let one peer push every term toward the top of uint64, where it wraps
+// and elections fail for good.
+var ErrAbsurdTerm = errors.New("replication: absurd raft term")
+
+const (
+	// maxTermJump is how far beyond this node's current term a peer's term
+	// may be. Each election raises the term by one; a node that missed a
+	// million elections is not a real peer.
+	maxTermJump = 1 << 20
+	// maxTerm is the highest term accepted at all.
+	maxTerm = 1 << 62
+)
+
+// termGuard wraps raft's network transport and refuses, before raft sees
+// them, the RPCs whose term is absurd (see ErrAbsurdTerm), and the answers
+// that carry one. It embeds the transport itself, so raft finds the
+// optional interfaces (WithClose, WithPreVote) the transport has.
+type termGuard struct {
+	*raft.NetworkTransport
+	// current is this node's current term.
+	current func() uint64
+	// refusals logs the refused RPCs, by the address the sender claims.
+	refusals *refusalLog
+
+	consumer chan raft.RPC
+	done     chan struct{}
+	once     sync.Once
+	closeErr error
+}
+
+// newTermGuard wraps t; current reports this node's current term.
+func newTermGuard(t *raft.NetworkTransport, current func() uint64, log *slog.Logger) *termGuard {
+	g := &termGuard{NetworkTransport: t, current: current, refusals: newRefusalLog(log, time.Minute),
+		consumer: make(chan raft.RPC), done: make(chan struct{})}
+	go g.filter()
+	return g
+}
+
+// absurd returns an ErrAbsurdTerm error if term is absurd.
+func (g *termGuard) absurd(term uint64) error {
+	cur := g.current()
+	if term >= maxTerm || term > cur+maxTermJump {
+		return fmt.Errorf("%w: %d, current term %d", ErrAbsurdTerm, term, cur)
+	}
+	return nil
+}
+
+// refuse answers rpc with err if it carries an absurd term, and logs it.
+// TimeoutNow carries no term: the election it starts is at this node's
+// term plus one.
+func (g *termGuard) refuse(rpc raft.RPC) bool {
+	err := g.check(rpc.Command)
+	if err == nil {
+		return false
+	}
+	from := "unknown"
+	if h, ok := rpc.Command.(raft.WithRPCHeader); ok {
+		from = string(h.GetRPCHeader().Addr)
+	}
+	g.refusals.refuse(from, err)
+	rpc.Respond(nil, err)
+	return true
+}
+
+// check returns an ErrAbsurdTerm error if the RPC cmd carries an absurd
+// term.
+func (g *termGuard) check(cmd any) error {
+	switch c := cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return g.absurd(c.Term)
+	case *raft.RequestVoteRequest:
+		return g.absurd(c.Term)
+	case *raft.RequestPreVoteRequest:
+		return g.absurd(c.Term)
+	case *raft.InstallSnapshotRequest:
+		return g.absurd(c.Term)
+	}
+	return nil
+}
+
+// filter passes the transport's RPCs on to raft, answering those with an
+// absurd term itself.
+func (g *termGuard) filter() {
+	in := g.NetworkTransport.Consumer()
+	for {
+		select {
+		case rpc := <-in:
+			if g.refuse(rpc) {
+				continue
+			}
+			select {
+			case g.consumer <- rpc:
+			case <-g.done:
+				return
+			}
+		case <-g.done:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.Transport: the RPCs that passed the check.
+func (g *termGuard) Consumer() <-chan raft.RPC { return g.consumer }
+
+// SetHeartbeatHandler implements raft.Transport: heartbeats take a fast
+// path past Consumer, so they are checked here.
+func (g *termGuard) SetHeartbeatHandler(cb func(raft.RPC)) {
+	if cb == nil {
+		g.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	g.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if !g.refuse(rpc) {
+			cb(rpc)
+		}
+	})
+}
+
+// AppendEntries implements raft.Transport, refusing an absurd answer.
+func (g *termGuard) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if err := g.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
+		return err
+	}
+	return g.absurd(resp.Term)
+}
+
+// RequestVote implements raft.Transport, refusing an absurd answer.
+func (g *termGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := g.NetworkTransport.RequestVote(id, target, args, resp); err != nil {
+		return err
+	}
+	return g.absurd(resp.Term)
+}
+
+// RequestPreVote implements raft.WithPreVote, refusing an absurd answer.
+func (g *termGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := g.NetworkTransport.RequestPreVote(id, target, args, resp); err != nil {
+		return err
+	}
+	return g.absurd(resp.Term)
+}
+
+// InstallSnapshot implements raft.Transport, refusing an absurd answer.
+func (g *termGuard) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if err := g.NetworkTransport.InstallSnapshot(id, target, args, resp, data); err != nil {
+		return err
+	}
+	return g.absurd(resp.Term)
+}
+
+// Close implements raft.WithClose. Both raft's shutdown and Store.Close
+// call it.
+func (g *termGuard) Close() error {
+	g.once.Do(func() {
+		close(g.done)
+		g.closeErr = g.NetworkTransport.Close()
+	})
+	return g.closeErr
+}
+
+// raftTerm reports the current term of a raft node once it exists, and
+// before that the term kept in the stable store.
+type raftTerm struct {
+	r      atomic.Pointer[raft.Raft]
+	stable raft.StableStore
+}
+
+// keyCurrentTerm is where raft keeps its current term in the stable store.
+var keyCurrentTerm = []byte("CurrentTerm")
+
+func (t *raftTerm) current() uint64 {
+	if r := t.r.Load(); r != nil {
+		return r.CurrentTerm()
+	}
+	v, _ := t.stable.GetUint64(keyCurrentTerm)
+	return v
+}
