@@ -1,0 +1,381 @@
+// Package hunter looks for writes that leave a duckraft cluster's replicas
+// different: it generates write statements from DuckDB's own function list
+// (every volatile or clock-reading scalar and every table function, under
+// each name DuckDB resolves to it) in every place of a write where DuckDB
+// evaluates an expression, sends them to a real 3-node cluster with a
+// seeded random generator, and after every statement waits until all
+// nodes reach the leader's applied index and compares their state hashes.
+//
+// A refused statement is fine and counted by reason; a divergence, a node
+// that dies, a statement that hangs or a node that stops applying is a
+// finding, reported with the seed and the statements that led to it.
+package hunter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/testcluster"
+)
+
+// Config is one hunt.
+type Config struct {
+	// Seed decides the statements and the nodes they are sent to.
+	Seed int64
+	// Statements is how many statements to send (besides Setup); the hunt
+	// also ends after Duration when that is set.
+	Statements int
+	Duration   time.Duration
+	// KeepGoing makes the hunt carry on after a divergence: it drops every
+	// object, creates the base tables again and goes on, to find more
+	// classes in one run. A crash or a hang still ends it.
+	KeepGoing bool
+	// RestoreEvery, when set, stops a follower every RestoreEvery
+	// statements for a while, long enough for the leader to compact its
+	// log, so that it catches up from a snapshot: the state rowid writes
+	// must survive.
+	RestoreEvery int
+}
+
+// Timeouts. A statement is cheap (tables of a few hundred rows): one that
+// runs past stmtTimeout hangs. Replicas apply each entry within
+// convergeTimeout on a loaded 2-core machine, or something is stuck.
+const (
+	stmtTimeout     = 60 * time.Second
+	convergeTimeout = 60 * time.Second
+	history         = 25
+)
+
+// clusterArgs make the nodes snapshot and compact their logs often, so that
+// a follower stopped for RestoreEvery/2 statements catches up from a
+// snapshot.
+var clusterArgs = []string{"--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "500ms"}
+
+// hunt is a running hunt.
+type hunt struct {
+	t     testing.TB
+	cfg   Config
+	c     *testcluster.Cluster
+	conns map[*testcluster.Node]*client.Conn
+	gen   *Generator
+	funcs []Function
+	route *rand.Rand
+	rep   *Report
+	last  []Sent
+	down  *testcluster.Node
+	upAt  int
+}
+
+// Sent is one statement as sent: to which node, and what it answered.
+type Sent struct {
+	Statement
+	Node string
+	Err  string
+}
+
+func (s Sent) String() string {
+	if s.Err == "" {
+		return fmt.Sprintf("[%s, accepted] %s;", s.Node, s.SQL)
+	}
+	return fmt.Sprintf("[%s, refused: %s] %s;", s.Node, firstLine(s.Err), s.SQL)
+}
+
+// Run starts a 3-node cluster and hunts on it as cfg says. The report
+// holds what was found; Run fails t only when it cannot hunt.
+func Run(t testing.TB, cfg Config) *Report {
+	t.Helper()
+	c := testcluster.Start(t, 3, testcluster.Options{Args: clusterArgs})
+	h := &hunt{t: t, cfg: cfg, c: c, conns: map[*testcluster.Node]*client.Conn{},
+		route: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x726f757465)),
+		rep:   newReport(cfg.Seed)}
+	leader := c.WaitForLeader(t, 20*time.Second)
+	ctx := context.Background()
+	for _, sql := range Setup {
+		if _, err := h.conn(leader).Exec(ctx, sql); err != nil {
+			t.Fatalf("hunter setup %q: %v", sql, err)
+		}
+	}
+	funcs, err := LoadFunctions(ctx, h.conn(leader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.funcs = funcs
+	h.gen = NewGenerator(cfg.Seed, funcs)
+	h.rep.Functions = len(funcs)
+	if f := h.converge(); f != nil {
+		t.Fatalf("hunter: cluster differs after setup: %s", f.Detail)
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		if cfg.Statements > 0 && i >= cfg.Statements || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+			break
+		}
+		h.restoreEvent(i)
+		if f := h.step(); f != nil {
+			h.rep.Findings = append(h.rep.Findings, *f)
+			if f.Kind != Divergence || !cfg.KeepGoing || !h.reset() {
+				break
+			}
+		}
+	}
+	h.rep.Elapsed = time.Since(start)
+	return h.rep
+}
+
+// conn returns the session on n, connecting when there is none.
+func (h *hunt) conn(n *testcluster.Node) *client.Conn {
+	if c := h.conns[n]; c != nil {
+		return c
+	}
+	c := n.Client(h.t)
+	h.conns[n] = c
+	return c
+}
+
+// step sends one statement and checks the cluster after it.
+func (h *hunt) step() *Finding {
+	st := h.gen.Next()
+	running := h.running()
+	n := running[h.route.IntN(len(running))]
+	ctx, cancel := context.WithTimeout(context.Background(), stmtTimeout)
+	_, err := h.conn(n).Exec(ctx, st.SQL)
+	cancel()
+	sent := Sent{Statement: st, Node: n.ID}
+	if err != nil {
+		sent.Err = err.Error()
+	}
+	h.last = append(h.last, sent)
+	if len(h.last) > history {
+		h.last = h.last[1:]
+	}
+	h.gen.Result(st, err == nil)
+	h.rep.count(sent)
+	var serr *client.ServerError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return h.finding(Hang, fmt.Sprintf("no answer from %s within %v", n.ID, stmtTimeout))
+	case err != nil && !errors.As(err, &serr):
+		// Not an answer from the server: the connection broke.
+		h.conns[n] = nil
+	}
+	if f := h.crashed(); f != nil {
+		return f
+	}
+	return h.converge()
+}
+
+// running returns the nodes that run, in order.
+func (h *hunt) running() []*testcluster.Node {
+	var out []*testcluster.Node
+	for _, n := range h.c.Nodes {
+		if n.Running() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// crashed reports a node that died without the hunt stopping it.
+func (h *hunt) crashed() *Finding {
+	for _, n := range h.c.Nodes {
+		if n != h.down && !n.Running() {
+			return h.finding(Crash, fmt.Sprintf("%s exited; its log ends:\n%s", n.ID, tail(n.Log(), 30)))
+		}
+	}
+	return nil
+}
+
+// converge waits until every running node has applied the leader's
+// applied index and reports the same index, then compares their hashes. A
+// difference at equal indexes is checked twice before it counts.
+func (h *hunt) converge() *Finding {
+	deadline := time.Now().Add(convergeTimeout)
+	var target uint64
+	var differ string
+	for {
+		if l := h.c.Leader(); l != nil {
+			if st, err := l.Status(); err == nil && st.Applied > target {
+				target = st.Applied
+			}
+		}
+		idx, hashes, ok := h.hashes()
+		if ok && target > 0 && idx >= target {
+			if d := differing(hashes); d == "" {
+				return nil
+			} else if differ != "" {
+				return h.finding(Divergence, fmt.Sprintf("at applied index %d: %s", idx, d))
+			} else {
+				differ = d
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+		}
+		if time.Now().After(deadline) {
+			return h.finding(Stuck, fmt.Sprintf("nodes did not reach the leader's applied index %d within %v: %s",
+				target, convergeTimeout, h.statuses()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hashes returns every running node's state hash when they all answer at
+// one applied index.
+func (h *hunt) hashes() (uint64, map[string]string, bool) {
+	out := map[string]string{}
+	var idx uint64
+	for i, n := range h.running() {
+		x, hash, err := n.StateHash()
+		if err != nil || i > 0 && x != idx {
+			return 0, nil, false
+		}
+		idx, out[n.ID] = x, hash
+	}
+	return idx, out, len(out) > 0
+}
+
+// differing describes the hashes when they are not all equal, else "".
+func differing(hashes map[string]string) string {
+	var first string
+	same := true
+	var parts []string
+	for _, id := range sortedKeys(hashes) {
+		if first == "" {
+			first = hashes[id]
+		}
+		same = same && hashes[id] == first
+		parts = append(parts, id+" "+short(hashes[id]))
+	}
+	if same {
+		return ""
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (h *hunt) statuses() string {
+	var parts []string
+	for _, n := range h.running() {
+		st, err := n.Status()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s: %v", n.ID, err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s applied %d commit %d", n.ID, st.State, st.Applied, st.Commit))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// finding records kind with the statements that led to it.
+func (h *hunt) finding(kind Kind, detail string) *Finding {
+	return &Finding{Kind: kind, Detail: detail, Statements: append([]Sent(nil), h.last...)}
+}
+
+// restoreEvent stops a follower at every RestoreEvery-th statement and
+// starts it again half way to the next, so that it catches up from a
+// snapshot.
+func (h *hunt) restoreEvent(i int) {
+	every := h.cfg.RestoreEvery
+	if every <= 0 || i == 0 {
+		return
+	}
+	switch {
+	case h.down == nil && i%every == 0:
+		l := h.c.Leader()
+		for _, n := range h.c.Nodes {
+			if n != l && n.Running() {
+				h.down, h.upAt = n, i+every/2
+				n.Kill()
+				h.conns[n] = nil
+				h.rep.Restores++
+				return
+			}
+		}
+	case h.down != nil && i >= h.upAt:
+		h.down.Restart(h.t)
+		h.down = nil
+	}
+}
+
+// reset drops every object the hunt created and creates the base tables
+// again, after a divergence, and reports whether the nodes agree again.
+func (h *hunt) reset() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), stmtTimeout)
+	defer cancel()
+	l := h.c.Leader()
+	if l == nil {
+		return false
+	}
+	conn := h.conn(l)
+	drops, err := objects(ctx, conn)
+	if err != nil {
+		h.t.Logf("hunter: reset: %v", err)
+		return false
+	}
+	for _, sql := range append(drops, Setup...) {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			h.t.Logf("hunter: reset %q: %v", sql, err)
+			return false
+		}
+	}
+	h.gen.reset()
+	h.last = nil
+	if f := h.converge(); f != nil {
+		h.t.Logf("hunter: still diverged after dropping everything: %s", f.Detail)
+		return false
+	}
+	h.rep.Resets++
+	return true
+}
+
+// objectsQuery lists the DROP statements for every object clients created.
+const objectsQuery = `SELECT 'DROP VIEW IF EXISTS ' || view_name FROM duckdb_views() WHERE NOT internal AND database_name = current_database()
+UNION ALL SELECT 'DROP TABLE IF EXISTS ' || table_name || ' CASCADE' FROM duckdb_tables() WHERE NOT internal AND database_name = current_database()
+UNION ALL SELECT DISTINCT 'DROP MACRO ' || CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || 'IF EXISTS ' || function_name
+	FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND database_name = current_database()
+UNION ALL SELECT 'DROP SEQUENCE IF EXISTS ' || sequence_name || ' CASCADE' FROM duckdb_sequences() WHERE database_name = current_database()`
+
+func objects(ctx context.Context, c *client.Conn) ([]string, error) {
+	rows, err := c.Query(ctx, objectsQuery)
+	if err != nil {
+		return nil, fmt.Errorf("list objects: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return nil, fmt.Errorf("list objects: %w", err)
+		}
+		if s, ok := v[0].(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out, rows.Err()
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
