@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -70,6 +71,8 @@ type hunt struct {
 	last  []Sent
 	down  *testcluster.Node
 	upAt  int
+	// leader is the node last seen leading.
+	leader *testcluster.Node
 }
 
 // Sent is one statement as sent: to which node, and what it answered.
@@ -199,10 +202,8 @@ func (h *hunt) converge() *Finding {
 	var target uint64
 	var differ string
 	for {
-		if l := h.c.Leader(); l != nil {
-			if st, err := l.Status(); err == nil && st.Applied > target {
-				target = st.Applied
-			}
+		if st, ok := h.leaderStatus(); ok && st.Applied > target {
+			target = st.Applied
 		}
 		idx, hashes, ok := h.hashes()
 		if ok && target > 0 && idx >= target {
@@ -222,6 +223,22 @@ func (h *hunt) converge() *Finding {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// leaderStatus returns the leader's status, finding the leader again when
+// the one last seen no longer leads.
+func (h *hunt) leaderStatus() (nodeapi.Status, bool) {
+	if h.leader != nil && h.leader.Running() {
+		if st, err := h.leader.Status(); err == nil && st.State == "Leader" {
+			return st, true
+		}
+	}
+	h.leader = h.c.Leader()
+	if h.leader == nil {
+		return nodeapi.Status{}, false
+	}
+	st, err := h.leader.Status()
+	return st, err == nil
 }
 
 // hashes returns every running node's state hash when they all answer at

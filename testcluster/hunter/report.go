@@ -73,16 +73,19 @@ var (
 	quoted  = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 	number  = regexp.MustCompile(`\b\d+(\.\d+)?\b`)
 	calls   = regexp.MustCompile(`\b[a-zA-Z_][a-zA-Z0-9_.]*\(\)`)
+	objName = regexp.MustCompile(`\b(t|c|def|gen|m|tm|v)\d+\b`)
 	spaces  = regexp.MustCompile(`\s+`)
 	lineCol = regexp.MustCompile(`(?s)\n.*`)
 )
 
 // Reason is an error message reduced to its class: its first line without
-// quoted names, numbers and function names, at most 100 characters.
+// quoted names, the hunt's object names, numbers and function names, at
+// most 100 characters.
 func Reason(msg string) string {
 	s := lineCol.ReplaceAllString(msg, "")
 	s = quoted.ReplaceAllString(s, "?")
 	s = calls.ReplaceAllString(s, "f()")
+	s = objName.ReplaceAllString(s, "OBJ")
 	s = number.ReplaceAllString(s, "N")
 	s = strings.TrimSpace(spaces.ReplaceAllString(s, " "))
 	if len(s) > 100 {
