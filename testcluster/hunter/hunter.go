@@ -65,7 +65,6 @@ type hunt struct {
 	c     *testcluster.Cluster
 	conns map[*testcluster.Node]*client.Conn
 	gen   *Generator
-	funcs []Function
 	route *rand.Rand
 	rep   *Report
 	last  []Sent
@@ -93,34 +92,27 @@ func (s Sent) String() string {
 // holds what was found; Run fails t only when it cannot hunt.
 func Run(t testing.TB, cfg Config) *Report {
 	t.Helper()
-	c := testcluster.Start(t, 3, testcluster.Options{Args: clusterArgs})
-	h := &hunt{t: t, cfg: cfg, c: c, conns: map[*testcluster.Node]*client.Conn{},
-		route: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x726f757465)),
-		rep:   newReport(cfg.Seed)}
-	leader := c.WaitForLeader(t, 20*time.Second)
-	ctx := context.Background()
-	for _, sql := range Setup {
-		if _, err := h.conn(leader).Exec(ctx, sql); err != nil {
-			t.Fatalf("hunter setup %q: %v", sql, err)
-		}
-	}
-	funcs, err := LoadFunctions(ctx, h.conn(leader))
+	h := start(t, cfg)
+	funcs, err := LoadFunctions(context.Background(), h.conn(h.c.Nodes[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.funcs = funcs
 	h.gen = NewGenerator(cfg.Seed, funcs)
 	h.rep.Functions = len(funcs)
-	if f := h.converge(); f != nil {
-		t.Fatalf("hunter: cluster differs after setup: %s", f.Detail)
-	}
 	start := time.Now()
 	for i := 0; ; i++ {
 		if cfg.Statements > 0 && i >= cfg.Statements || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
 			break
 		}
+		if i > 0 && i%progressEvery == 0 {
+			t.Logf("hunter: %d statements, %d accepted, %d findings, %.1f statements/s",
+				i, h.rep.Accepted, len(h.rep.Findings), float64(i)/time.Since(start).Seconds())
+		}
 		h.restoreEvent(i)
-		if f := h.step(); f != nil {
+		st := h.gen.Next()
+		f := h.send(st)
+		h.gen.Result(st, h.last[len(h.last)-1].Err == "")
+		if f != nil {
 			h.rep.Findings = append(h.rep.Findings, *f)
 			if f.Kind != Divergence || !cfg.KeepGoing || !h.reset() {
 				break
@@ -129,6 +121,29 @@ func Run(t testing.TB, cfg Config) *Report {
 	}
 	h.rep.Elapsed = time.Since(start)
 	return h.rep
+}
+
+// progressEvery is how often a hunt logs how far it got.
+const progressEvery = 500
+
+// start starts the cluster, creates the base tables and checks that the
+// nodes agree.
+func start(t testing.TB, cfg Config) *hunt {
+	t.Helper()
+	c := testcluster.Start(t, 3, testcluster.Options{Args: clusterArgs})
+	h := &hunt{t: t, cfg: cfg, c: c, conns: map[*testcluster.Node]*client.Conn{},
+		route: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x726f757465)),
+		rep:   newReport(cfg.Seed)}
+	leader := c.WaitForLeader(t, 20*time.Second)
+	for _, sql := range Setup {
+		if _, err := h.conn(leader).Exec(context.Background(), sql); err != nil {
+			t.Fatalf("hunter setup %q: %v", sql, err)
+		}
+	}
+	if f := h.converge(); f != nil {
+		t.Fatalf("hunter: cluster differs after setup: %s", f.Detail)
+	}
+	return h
 }
 
 // conn returns the session on n, connecting when there is none.
@@ -141,9 +156,9 @@ func (h *hunt) conn(n *testcluster.Node) *client.Conn {
 	return c
 }
 
-// step sends one statement and checks the cluster after it.
-func (h *hunt) step() *Finding {
-	st := h.gen.Next()
+// send sends st to a running node picked at random and checks the cluster
+// after it.
+func (h *hunt) send(st Statement) *Finding {
 	running := h.running()
 	n := running[h.route.IntN(len(running))]
 	ctx, cancel := context.WithTimeout(context.Background(), stmtTimeout)
@@ -157,7 +172,6 @@ func (h *hunt) step() *Finding {
 	if len(h.last) > history {
 		h.last = h.last[1:]
 	}
-	h.gen.Result(st, err == nil)
 	h.rep.count(sent)
 	var serr *client.ServerError
 	switch {
@@ -339,7 +353,9 @@ func (h *hunt) reset() bool {
 			return false
 		}
 	}
-	h.gen.reset()
+	if h.gen != nil {
+		h.gen.reset()
+	}
 	h.last = nil
 	if f := h.converge(); f != nil {
 		h.t.Logf("hunter: still diverged after dropping everything: %s", f.Detail)
