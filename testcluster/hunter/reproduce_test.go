@@ -2,6 +2,8 @@ package hunter
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/duckraft/duckraft/testcluster"
@@ -28,7 +30,7 @@ var reproducers = []struct {
 	{"quoted random() in a macro used by UPDATE", []string{"CREATE TABLE r AS SELECT range AS i, 0.0::DOUBLE AS x FROM range(10)", `CREATE MACRO rm() AS "random"()`}, "UPDATE r SET x = rm()"},
 	{"quoted random() in a view read by UPDATE", []string{"CREATE TABLE r AS SELECT range AS i, 0.0::DOUBLE AS x FROM range(10)", `CREATE VIEW rv AS SELECT "random"() AS x`}, "UPDATE r SET x = (SELECT x FROM rv)"},
 	{"USING SAMPLE in INSERT SELECT", []string{"CREATE TABLE r AS SELECT range AS i FROM range(100)"}, "INSERT INTO r SELECT i + 100 FROM r USING SAMPLE 5 ROWS"},
-	{"TABLESAMPLE in UPDATE WHERE", []string{"CREATE TABLE r AS SELECT range AS i, 0 AS x FROM range(100)"}, "UPDATE r SET x = 1 WHERE i IN (SELECT i FROM r TABLESAMPLE 10%)"},
+	{"TABLESAMPLE in UPDATE WHERE", []string{"CREATE TABLE r AS SELECT range AS i, 0 AS x FROM range(100)"}, "UPDATE r SET x = 1 WHERE i IN (SELECT i FROM r TABLESAMPLE reservoir(10 ROWS))"},
 	{"USING SAMPLE in CREATE TABLE AS", []string{"CREATE TABLE src AS SELECT range AS i FROM range(100)"}, "CREATE TABLE r AS SELECT * FROM src USING SAMPLE 20% (bernoulli)"},
 	{"node-local table function in INSERT SELECT", []string{"CREATE TABLE r(s VARCHAR)"}, "INSERT INTO r SELECT CAST(x AS VARCHAR) FROM duckdb_connection_count() x"},
 }
@@ -114,6 +116,44 @@ func TestNodeRestartsAfterAlterWithExpression(t *testing.T) {
 			h.conns[follower] = nil
 			if f := h.converge(); f != nil {
 				t.Fatalf("after restarting %s: %s", follower.ID, f.Detail)
+			}
+		})
+	}
+}
+
+// A client cannot turn on DuckDB's profiler for a node's replication. The
+// hunter found that a write reading enable_profiling() is replicated and
+// runs on every node's applier: afterwards every node printed the profile
+// of every statement it applied to its output, and with a save_location
+// (which the node cannot write: file access is off) every later write
+// failed on every node ("unknown DuckDB error") until one read
+// disable_profiling().
+func TestClientCannotEnableProfiling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	if os.Getenv("DUCKRAFT_HUNT") != "1" {
+		t.Skip("today's main accepts it (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
+	}
+	for _, sql := range []string{
+		"CREATE TABLE p AS SELECT * FROM enable_profiling()",
+		"CREATE TABLE p AS SELECT * FROM enable_profiling(save_location := '" + filepath.Join(t.TempDir(), "profile.json") + "', format := 'json')",
+	} {
+		t.Run(sql, func(t *testing.T) {
+			h := start(t, Config{Seed: 1})
+			if _, err := h.conn(h.c.Nodes[1]).Exec(t.Context(), sql); err == nil {
+				t.Errorf("accepted on %s", h.c.Nodes[1].ID)
+			}
+			if _, err := h.conn(h.c.Nodes[2]).Exec(t.Context(), "CREATE TABLE after AS SELECT 42 AS answer"); err != nil {
+				t.Fatalf("a write after it: %v", err)
+			}
+			if f := h.converge(); f != nil {
+				t.Fatal(f.Detail)
+			}
+			for _, n := range h.c.Nodes {
+				if strings.Contains(n.Log(), "Query Profiling Information") {
+					t.Errorf("%s printed profiles of the statements it applied", n.ID)
+				}
 			}
 		})
 	}
