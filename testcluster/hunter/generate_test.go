@@ -84,3 +84,15 @@ func TestReason(t *testing.T) {
 		}
 	}
 }
+
+// A skipped placement is never generated.
+func TestGeneratorSkips(t *testing.T) {
+	g := NewGenerator(5, testFunctions, "alter-set-default", "rowid")
+	for range 3000 {
+		st := g.Next()
+		g.Result(st, true)
+		if st.Placement == "alter-set-default" || st.Placement == "rowid" {
+			t.Fatalf("skipped placement generated: %s", st.SQL)
+		}
+	}
+}

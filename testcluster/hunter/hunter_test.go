@@ -3,6 +3,7 @@ package hunter
 import (
 	"flag"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,6 +14,7 @@ var (
 	durationFlag   = flag.Duration("duration", 0, "longest hunt (0: until -statements)")
 	keepGoingFlag  = flag.Bool("keep-going", false, "go on after a divergence, to find more classes in one run")
 	restoreFlag    = flag.Int("restore-every", 1000, "stop a follower every this many statements so that it catches up from a snapshot (0: never)")
+	skipFlag       = flag.String("skip", "", "comma-separated placements to leave out, to hunt past a known finding")
 )
 
 // TestHunt is make fuzz-sql: a long seeded hunt with the report in the log.
@@ -21,11 +23,12 @@ func TestHunt(t *testing.T) {
 		t.Skip("runs with make fuzz-sql SEED=… STATEMENTS=… DURATION=…")
 	}
 	check(t, Run(t, Config{Seed: *seedFlag, Statements: *statementsFlag, Duration: *durationFlag,
-		KeepGoing: *keepGoingFlag, RestoreEvery: *restoreFlag}))
+		KeepGoing: *keepGoingFlag, RestoreEvery: *restoreFlag, Skip: skipped()}))
 }
 
 // TestHuntShort is the fixed-seed hunt make test runs: 300 statements and
-// one follower restore, a couple of minutes on a loaded 2-core machine.
+// one follower restore, at most 3 minutes of statements on a loaded 2-core
+// machine.
 //
 // Until the determinism analysis lands, today's main diverges within a
 // few dozen statements (FINDINGS.md), so the short hunt runs only when
@@ -37,7 +40,14 @@ func TestHuntShort(t *testing.T) {
 	if os.Getenv("DUCKRAFT_HUNT") != "1" {
 		t.Skip("today's main diverges (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
-	check(t, Run(t, Config{Seed: 1, Statements: 300, RestoreEvery: 150, Duration: 4 * time.Minute}))
+	check(t, Run(t, Config{Seed: 1, Statements: 300, RestoreEvery: 150, Duration: 3 * time.Minute}))
+}
+
+func skipped() []string {
+	if *skipFlag == "" {
+		return nil
+	}
+	return strings.Split(*skipFlag, ",")
 }
 
 func check(t *testing.T, r *Report) {
