@@ -1,10 +1,12 @@
 package hunter
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/duckraft/duckraft/testcluster"
 )
@@ -33,6 +35,11 @@ var reproducers = []struct {
 	{"TABLESAMPLE in UPDATE WHERE", []string{"CREATE TABLE r AS SELECT range AS i, 0 AS x FROM range(100)"}, "UPDATE r SET x = 1 WHERE i IN (SELECT i FROM r TABLESAMPLE reservoir(10 ROWS))"},
 	{"USING SAMPLE in CREATE TABLE AS", []string{"CREATE TABLE src AS SELECT range AS i FROM range(100)"}, "CREATE TABLE r AS SELECT * FROM src USING SAMPLE 20% (bernoulli)"},
 	{"node-local table function in INSERT SELECT", []string{"CREATE TABLE r(s VARCHAR)"}, "INSERT INTO r SELECT CAST(x AS VARCHAR) FROM duckdb_connection_count() x"},
+	{"quoted txid_current() in CREATE TABLE AS", nil, `CREATE TABLE r AS SELECT "txid_current"() AS x`},
+	{"quoted current_transaction_id() in CREATE TABLE AS", nil, `CREATE TABLE r AS SELECT "current_transaction_id"() AS x`},
+	{"pragma_database_size() in CREATE TABLE AS", nil, "CREATE TABLE r AS SELECT * FROM pragma_database_size()"},
+	{"duckdb_tables() in CREATE TABLE AS", []string{"CREATE TABLE src(i INTEGER)"}, "CREATE TABLE r AS SELECT * FROM duckdb_tables()"},
+	{"duckdb_memory() in CREATE TABLE AS", nil, "CREATE TABLE r AS SELECT * FROM duckdb_memory()"},
 }
 
 // TestReproducers sends each reproducer to one 3-node cluster. Today's main
@@ -156,5 +163,33 @@ func TestClientCannotEnableProfiling(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One write must not stall every node's applier. The hunter's statement
+// CAST(x AS VARCHAR) FROM test_all_types(use_large_bignum := true) x got no
+// answer in 60 s: DuckDB takes minutes to print the largest BIGNUM, the
+// write is replicated as SQL, and every node's applier (and a restarted
+// node's replay) runs it while every later write waits.
+func TestOneWriteCannotStallTheAppliers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	if os.Getenv("DUCKRAFT_HUNT") != "1" {
+		t.Skip("today's main stalls (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
+	}
+	h := start(t, Config{Seed: 1})
+	slow := "CREATE TABLE big AS SELECT bignum::VARCHAR AS s FROM test_all_types(use_large_bignum := true)"
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	_, err := h.conn(h.c.Nodes[0]).Exec(ctx, slow)
+	cancel()
+	t.Logf("%s: %v", slow, err)
+	ctx, cancel = context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if _, err := h.conn(h.c.Nodes[1]).Exec(ctx, "CREATE TABLE after AS SELECT 42 AS answer"); err != nil {
+		t.Fatalf("a write after it: %v", err)
+	}
+	if f := h.converge(); f != nil {
+		t.Fatal(f.Detail)
 	}
 }
