@@ -28,9 +28,13 @@ import (
 type Config struct {
 	// Seed decides the statements and the nodes they are sent to.
 	Seed int64
-	// Statements is how many statements to send (besides Setup); the hunt
-	// also ends after Duration when that is set.
+	// Statements is how many statements to send (besides Setup), Accepted
+	// how many accepted ones to reach; the hunt ends at the first of them
+	// that is set, or after Duration when that is set; with none set it
+	// sends nothing. A third of the statements are harmless writes, so
+	// Accepted alone also ends.
 	Statements int
+	Accepted   int
 	Duration   time.Duration
 	// KeepGoing makes the hunt carry on after a divergence: it drops every
 	// object, creates the base tables again and goes on, to find more
@@ -100,7 +104,8 @@ func Run(t testing.TB, cfg Config) *Report {
 	h.rep.Functions = len(funcs)
 	start := time.Now()
 	for i := 0; ; i++ {
-		if cfg.Statements > 0 && i >= cfg.Statements || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+		if cfg.Statements > 0 && i >= cfg.Statements || cfg.Accepted > 0 && h.rep.Accepted >= cfg.Accepted ||
+			cfg.Duration > 0 && time.Since(start) >= cfg.Duration || cfg.Statements == 0 && cfg.Accepted == 0 && cfg.Duration == 0 {
 			break
 		}
 		if i > 0 && i%progressEvery == 0 {

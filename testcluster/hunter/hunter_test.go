@@ -10,7 +10,8 @@ import (
 
 var (
 	seedFlag       = flag.Int64("seed", 0, "seed of the hunt; TestHunt runs only when it is set (make fuzz-sql)")
-	statementsFlag = flag.Int("statements", 12000, "statements to send")
+	statementsFlag = flag.Int("statements", 0, "statements to send (0: no bound)")
+	acceptedFlag   = flag.Int("accepted", 10000, "accepted statements to reach (0: no bound)")
 	durationFlag   = flag.Duration("duration", 0, "longest hunt (0: until -statements)")
 	keepGoingFlag  = flag.Bool("keep-going", false, "go on after a divergence, to find more classes in one run")
 	restoreFlag    = flag.Int("restore-every", 1000, "stop a follower every this many statements so that it catches up from a snapshot (0: never)")
@@ -20,9 +21,9 @@ var (
 // TestHunt is make fuzz-sql: a long seeded hunt with the report in the log.
 func TestHunt(t *testing.T) {
 	if *seedFlag == 0 {
-		t.Skip("runs with make fuzz-sql SEED=… STATEMENTS=… DURATION=…")
+		t.Skip("runs with make fuzz-sql SEED=… ACCEPTED=… STATEMENTS=… HUNT_DURATION=…")
 	}
-	check(t, Run(t, Config{Seed: *seedFlag, Statements: *statementsFlag, Duration: *durationFlag,
+	check(t, Run(t, Config{Seed: *seedFlag, Statements: *statementsFlag, Accepted: *acceptedFlag, Duration: *durationFlag,
 		KeepGoing: *keepGoingFlag, RestoreEvery: *restoreFlag, Skip: skipped()}))
 }
 
