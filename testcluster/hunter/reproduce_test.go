@@ -41,6 +41,10 @@ var reproducers = []struct {
 	{"pragma_database_size() in CREATE TABLE AS", nil, "CREATE TABLE r AS SELECT * FROM pragma_database_size()"},
 	{"duckdb_tables() in CREATE TABLE AS", []string{"CREATE TABLE src(i INTEGER)"}, "CREATE TABLE r AS SELECT * FROM duckdb_tables()"},
 	{"duckdb_memory() in CREATE TABLE AS", nil, "CREATE TABLE r AS SELECT * FROM duckdb_memory()"},
+	// Found on the binder branch: a generated column is computed when it is
+	// read, so nextval in one advances the sequence of the node that reads.
+	{"nextval() in a generated column", []string{"CREATE SEQUENCE sq", "CREATE TABLE g(i INTEGER, j BIGINT GENERATED ALWAYS AS (nextval('sq')))"},
+		"INSERT INTO g(i) VALUES (1)"},
 }
 
 // TestReproducers sends each reproducer to one 3-node cluster. Today's main
