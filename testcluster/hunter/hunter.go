@@ -102,15 +102,11 @@ func Run(t testing.TB, cfg Config) *Report {
 	}
 	h.gen = NewGenerator(cfg.Seed, funcs, cfg.Skip...)
 	h.rep.Functions = len(funcs)
-	start := time.Now()
-	for i := 0; ; i++ {
-		if cfg.Statements > 0 && i >= cfg.Statements || cfg.Accepted > 0 && h.rep.Accepted >= cfg.Accepted ||
-			cfg.Duration > 0 && time.Since(start) >= cfg.Duration || cfg.Statements == 0 && cfg.Accepted == 0 && cfg.Duration == 0 {
-			break
-		}
+	began := time.Now()
+	for i := 0; !h.done(i, time.Since(began)); i++ {
 		if i > 0 && i%progressEvery == 0 {
 			t.Logf("hunter: %d statements, %d accepted, %d findings, %.1f statements/s",
-				i, h.rep.Accepted, len(h.rep.Findings), float64(i)/time.Since(start).Seconds())
+				i, h.rep.Accepted, len(h.rep.Findings), float64(i)/time.Since(began).Seconds())
 		}
 		h.restoreEvent(i)
 		st := h.gen.Next()
@@ -123,8 +119,20 @@ func Run(t testing.TB, cfg Config) *Report {
 			}
 		}
 	}
-	h.rep.Elapsed = time.Since(start)
+	h.rep.Elapsed = time.Since(began)
 	return h.rep
+}
+
+// done reports whether a hunt that sent sent statements in elapsed has
+// reached one of its bounds.
+func (h *hunt) done(sent int, elapsed time.Duration) bool {
+	cfg := h.cfg
+	if cfg.Statements == 0 && cfg.Accepted == 0 && cfg.Duration == 0 {
+		return true
+	}
+	return cfg.Statements > 0 && sent >= cfg.Statements ||
+		cfg.Accepted > 0 && h.rep.Accepted >= cfg.Accepted ||
+		cfg.Duration > 0 && elapsed >= cfg.Duration
 }
 
 // progressEvery is how often a hunt logs how far it got.
