@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,7 +175,9 @@ func (h *hunt) send(st Statement) *Finding {
 	running := h.running()
 	n := running[h.route.IntN(len(running))]
 	ctx, cancel := context.WithTimeout(context.Background(), stmtTimeout)
+	began := time.Now()
 	_, err := h.conn(n).Exec(ctx, st.SQL)
+	h.rep.ExecTime += time.Since(began)
 	cancel()
 	sent := Sent{Statement: st, Node: n.ID}
 	if err != nil {
@@ -196,6 +199,7 @@ func (h *hunt) send(st Statement) *Finding {
 	if f := h.crashed(); f != nil {
 		return f
 	}
+	defer func(began time.Time) { h.rep.CheckTime += time.Since(began) }(time.Now())
 	return h.converge()
 }
 
@@ -228,6 +232,14 @@ func (h *hunt) converge() *Finding {
 	deadline := time.Now().Add(convergeTimeout)
 	var differ string
 	for {
+		if !h.sameApplied() {
+			if time.Now().After(deadline) {
+				return h.finding(Stuck, fmt.Sprintf("nodes did not reach one applied index within %v: %s",
+					convergeTimeout, h.statuses()))
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		idx, hashes, ok := h.hashes()
 		if ok {
 			d := differing(hashes)
@@ -249,19 +261,56 @@ func (h *hunt) converge() *Finding {
 	}
 }
 
+// sameApplied reports whether every running node has applied one index: a
+// status is cheap, a state hash digests every table, so the hunt waits on
+// statuses first.
+func (h *hunt) sameApplied() bool {
+	nodes := h.running()
+	applied := make([]uint64, len(nodes))
+	ok := make([]bool, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			st, err := n.Status()
+			applied[i], ok[i] = st.Applied, err == nil
+		})
+	}
+	wg.Wait()
+	for i := range nodes {
+		if !ok[i] || applied[i] != applied[0] {
+			return false
+		}
+	}
+	return true
+}
+
 // hashes returns every running node's state hash when they all answer at
-// one applied index.
+// one applied index. The nodes are asked at once: each digests every
+// table, and the hunt waits for the slowest.
 func (h *hunt) hashes() (uint64, map[string]string, bool) {
+	type answer struct {
+		idx  uint64
+		hash string
+		err  error
+	}
+	nodes := h.running()
+	answers := make([]answer, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			a := &answers[i]
+			a.idx, a.hash, a.err = n.StateHash()
+		})
+	}
+	wg.Wait()
 	out := map[string]string{}
-	var idx uint64
-	for i, n := range h.running() {
-		x, hash, err := n.StateHash()
-		if err != nil || i > 0 && x != idx {
+	for i, a := range answers {
+		if a.err != nil || a.idx != answers[0].idx {
 			return 0, nil, false
 		}
-		idx, out[n.ID] = x, hash
+		out[nodes[i].ID] = a.hash
 	}
-	return idx, out, len(out) > 0
+	return answers[0].idx, out, len(out) > 0
 }
 
 // differing describes the hashes when they are not all equal, else "".

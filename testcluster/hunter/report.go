@@ -47,6 +47,9 @@ type Report struct {
 	Restores   int
 	Resets     int
 	Elapsed    time.Duration
+	// ExecTime is the time statements took to answer, CheckTime the time
+	// spent waiting for the nodes and comparing their hashes.
+	ExecTime, CheckTime time.Duration
 }
 
 func newReport(seed int64) *Report {
@@ -107,6 +110,7 @@ func (r *Report) String() string {
 		r.Seed, r.Sent, r.Functions, r.Elapsed.Round(time.Second), rate)
 	fmt.Fprintf(&b, "accepted %d, refused %d, findings %d (divergences %d), follower restores %d, resets %d\n",
 		r.Accepted, r.Sent-r.Accepted, len(r.Findings), r.count2(Divergence), r.Restores, r.Resets)
+	fmt.Fprintf(&b, "time in statements %v, in checks %v\n", r.ExecTime.Round(time.Second), r.CheckTime.Round(time.Second))
 	b.WriteString("\nplacement                           sent  accepted\n")
 	for _, p := range sortedKeys(r.Placements) {
 		fmt.Fprintf(&b, "%-34s %6d %9d\n", p, r.Placements[p][0], r.Placements[p][1])
