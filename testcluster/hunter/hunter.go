@@ -104,6 +104,17 @@ func Run(t testing.TB, cfg Config) *Report {
 	h.gen = NewGenerator(cfg.Seed, funcs, cfg.Skip...)
 	h.rep.Functions = len(funcs)
 	began := time.Now()
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The harness failed the test and ended it (a node that does not
+		// start again fails Restart): print what the hunt saw up to there.
+		h.rep.Elapsed = time.Since(began)
+		h.rep.Findings = append(h.rep.Findings, *h.finding(Crash, "the hunt stopped at the harness's error above (a node that did not start again?)"))
+		t.Log("\n" + h.rep.String())
+	}()
 	for i := 0; !h.done(i, time.Since(began)); i++ {
 		if i > 0 && i%progressEvery == 0 {
 			t.Logf("hunter: %d statements, %d accepted, %d findings, %.1f statements/s",
@@ -121,6 +132,7 @@ func Run(t testing.TB, cfg Config) *Report {
 		}
 	}
 	h.rep.Elapsed = time.Since(began)
+	finished = true
 	return h.rep
 }
 
