@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -198,7 +200,11 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 	if err := w.frame(frameTable, appendLenBytes(appendLenBytes(nil, []byte(schema)), []byte(table))); err != nil {
 		return err
 	}
-	res, err := s.conn.Query(context.Background(), "SELECT * FROM "+sqlquote.Ident(schema)+"."+sqlquote.Ident(table))
+	cols, err := storedColumns(s.conn, schema, table)
+	if err != nil {
+		return err
+	}
+	res, err := s.conn.Query(context.Background(), "SELECT "+cols+" FROM "+sqlquote.Ident(schema)+"."+sqlquote.Ident(table))
 	if err != nil {
 		return fmt.Errorf("read %s.%s: %w", schema, table, err)
 	}
@@ -219,6 +225,52 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 			return err
 		}
 	}
+}
+
+// storedColumns is the select list of the columns a table stores: "*"
+// unless it has generated columns, which DuckDB computes on read and which a
+// restore cannot append (the table's DDL recreates them). The catalog
+// functions do not tell generated columns from defaults; the bound plan of
+// an INSERT does, as each column's category.
+func storedColumns(conn *engine.Conn, schema, table string) (string, error) {
+	insert := "INSERT INTO " + sqlquote.Ident(schema) + "." + sqlquote.Ident(table) + " DEFAULT VALUES"
+	plans, err := conn.QueryStrings(context.Background(), "SELECT json_serialize_plan("+sqlquote.Literal(insert)+")::VARCHAR")
+	if err != nil || len(plans) != 1 {
+		return "", fmt.Errorf("columns of %s.%s: %v", schema, table, err)
+	}
+	var plan struct {
+		Error   bool   `json:"error"`
+		Message string `json:"error_message"`
+		Plans   []struct {
+			TableInfo struct {
+				Columns struct {
+					Columns []struct {
+						Name     string `json:"name"`
+						Category string `json:"category"`
+					} `json:"columns"`
+				} `json:"columns"`
+			} `json:"table_info"`
+		} `json:"plans"`
+	}
+	if err := json.Unmarshal([]byte(plans[0]), &plan); err != nil {
+		return "", fmt.Errorf("columns of %s.%s: %w", schema, table, err)
+	}
+	if plan.Error || len(plan.Plans) != 1 {
+		return "", fmt.Errorf("columns of %s.%s: %s", schema, table, plan.Message)
+	}
+	var stored []string
+	generated := false
+	for _, c := range plan.Plans[0].TableInfo.Columns.Columns {
+		if c.Category == "GENERATED" {
+			generated = true
+			continue
+		}
+		stored = append(stored, sqlquote.Ident(c.Name))
+	}
+	if !generated {
+		return "*", nil
+	}
+	return strings.Join(stored, ", "), nil
 }
 
 // qi is the SQL expression that quotes the identifier in column col.
