@@ -235,6 +235,10 @@ func checkCreate(s *stmt, v int, f findings) error {
 		return refuse("%s in %s would be evaluated with each replica's clock; give the value in INSERT (duckraft uses the leader's timestamp there) or, in a macro, take it as a parameter", f.clockName, what)
 	case f.nodeLocal != "":
 		return refuse("%s in %s would read files local to each replica; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader", f.nodeLocal, what)
+	case f.sequence && !s.createsTable(v):
+		return refuse("nextval()/currval() in %s would change or read a sequence on whichever node reads it, and reads are not replicated; call it in the write itself (INSERT … VALUES (nextval('s')), or a column DEFAULT)", what)
+	case f.sequence && s.generatesWithSequence(v):
+		return refuse("nextval()/currval() in a generated column would be evaluated on every read of the node that reads it, and reads are not replicated; use DEFAULT nextval('s') instead, which the insert evaluates once")
 	case !s.createsTable(v) && s.namesRowID():
 		return refuse("rowid in %s would hide node-local row numbers (a snapshot restore or a checkpoint renumbers rows) from the writes that use it; select a key column instead", what)
 	case !s.createsTable(v) && Samples(s.sql):
@@ -369,6 +373,32 @@ func (s *stmt) findings(volatile Volatile) (findings, error) {
 		}
 	}
 	return f, nil
+}
+
+// generatesWithSequence reports whether a CREATE TABLE (verb at v) has a
+// generated column, `[GENERATED ALWAYS] AS (expr)`, whose expression calls
+// nextval or currval. DuckDB computes generated columns on read.
+func (s *stmt) generatesWithSequence(v int) bool {
+	for k := v + 1; k < len(s.sig); k++ {
+		if !s.word(k, "as") || !s.punct(k+1, '(') {
+			continue
+		}
+		depth := 0
+		for j := k + 1; j < len(s.sig); j++ {
+			switch {
+			case s.punct(j, '('):
+				depth++
+			case s.punct(j, ')'):
+				depth--
+			case sequenceFuncs[funcName(s.at(j))] && s.punct(j+1, '('):
+				return true
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	return false
 }
 
 // funcName is the lower-case name a word or quoted identifier gives a
