@@ -2,7 +2,6 @@ package hunter
 
 import (
 	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +29,9 @@ func TestHunt(t *testing.T) {
 // TestHuntShort is the fixed-seed hunt make test runs: 300 statements and
 // one follower restore, at most 3 minutes of statements on a loaded 2-core
 // machine.
-//
-// Until the determinism analysis lands, today's main diverges within a
-// few dozen statements (FINDINGS.md), so the short hunt runs only when
-// DUCKRAFT_HUNT=1.
 func TestHuntShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster and sends 300 statements")
-	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main diverges (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
 	check(t, Run(t, Config{Seed: 1, Statements: 300, RestoreEvery: 150, Duration: 3 * time.Minute}))
 }

@@ -3,7 +3,6 @@ package hunter
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,15 +42,12 @@ var reproducers = []struct {
 	{"duckdb_memory() in CREATE TABLE AS", nil, "CREATE TABLE r AS SELECT * FROM duckdb_memory()"},
 }
 
-// TestReproducers sends each reproducer to one 3-node cluster. Today's main
-// diverges on them, so it runs with DUCKRAFT_HUNT=1 only, like
-// TestHuntShort.
+// TestReproducers sends each reproducer to one 3-node cluster: every
+// one diverged at 5595e15 (FINDINGS.md); each must now be refused or
+// converge.
 func TestReproducers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
-	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main diverges (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
 	h := start(t, Config{Seed: 1})
 	for _, rc := range reproducers {
@@ -90,9 +86,6 @@ func TestReproducers(t *testing.T) {
 func TestNodeRestartsAfterAlterWithExpression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
-	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main cannot restart the node (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
 	for _, alter := range []string{
 		"ALTER TABLE r ALTER COLUMN i SET DEFAULT 1 + 2",
@@ -140,9 +133,6 @@ func TestClientCannotEnableProfiling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main accepts it (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
-	}
 	for _, sql := range []string{
 		"CREATE TABLE p AS SELECT * FROM enable_profiling()",
 		"CREATE TABLE p AS SELECT * FROM enable_profiling(save_location := '" + filepath.Join(t.TempDir(), "profile.json") + "', format := 'json')",
@@ -176,9 +166,6 @@ func TestOneWriteCannotStallTheAppliers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main stalls (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
-	}
 	h := start(t, Config{Seed: 1})
 	slow := "CREATE TABLE big AS SELECT bignum::VARCHAR AS s FROM test_all_types(use_large_bignum := true)"
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -203,9 +190,6 @@ func TestOneWriteCannotStallTheAppliers(t *testing.T) {
 func TestSnapshotRestoresGeneratedColumns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
-	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main cannot restore it (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
 	h := start(t, Config{Seed: 1})
 	for _, sql := range []string{
@@ -246,9 +230,6 @@ func TestSnapshotRestoresGeneratedColumns(t *testing.T) {
 func TestGeneratedColumnWithNextval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
-	}
-	if os.Getenv("DUCKRAFT_HUNT") != "1" {
-		t.Skip("today's main diverges (testcluster/hunter/FINDINGS.md); set DUCKRAFT_HUNT=1 to run")
 	}
 	h := start(t, Config{Seed: 1})
 	conn := h.conn(h.c.WaitForLeader(t, 20*time.Second))
