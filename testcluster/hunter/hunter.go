@@ -244,6 +244,9 @@ func (h *hunt) converge() *Finding {
 	deadline := time.Now().Add(convergeTimeout)
 	var differ string
 	for {
+		if f := h.crashed(); f != nil {
+			return f
+		}
 		if !h.sameApplied() {
 			if time.Now().After(deadline) {
 				return h.finding(Stuck, fmt.Sprintf("nodes did not reach one applied index within %v: %s",
@@ -306,6 +309,9 @@ func (h *hunt) hashes() (uint64, map[string]string, bool) {
 		err  error
 	}
 	nodes := h.running()
+	if len(nodes) == 0 {
+		return 0, nil, false
+	}
 	answers := make([]answer, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
