@@ -98,29 +98,35 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 // Release implements raft.FSMSnapshot.
 func (s *fsmSnapshot) Release() { s.conn.Close() }
 
-// catalogQueries list, in restore order, what a snapshot recreates: each row
+// catalogQuery lists, in restore order, what a snapshot recreates: each row
 // is (schema, DDL). Objects of the metadata schema are created by the FSM
-// itself. Tables come in creation order so foreign keys resolve; their rows
-// are written before views and indexes.
+// itself. Schemas, enum types, sequences, macros, tables and views come in
+// one list in creation order (DuckDB's catalog oids come from one counter):
+// each was created when what it names existed, and DuckDB binds some of
+// them at creation (views; a table macro binds a table function's
+// arguments), so an order by kind fails for some catalogs (a table macro
+// over a table, restored before the table, kept a follower from ever
+// restoring; found by the divergence hunter). Rows are written after the
+// catalog, indexes after the rows. Not covered: an object replaced (CREATE
+// OR REPLACE) after a view that names it takes the newer oid, so the view
+// is restored first and fails to bind.
 var (
-	current       = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
-	schemaQueries = []string{
-		`SELECT 'main', 'CREATE SCHEMA ' || ` + qi("schema_name") + ` FROM duckdb_schemas()
-			WHERE NOT internal AND` + current + ` ORDER BY oid`,
-		`SELECT schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
+	current      = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
+	catalogQuery = `SELECT schema_name, ddl FROM (
+		SELECT oid, 'main' AS schema_name, 'CREATE SCHEMA ' || ` + qi("schema_name") + ` AS ddl FROM duckdb_schemas()
+			WHERE NOT internal AND` + current + `
+		UNION ALL SELECT type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
 			list_aggregate(list_transform(labels, l -> '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
-			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + ` ORDER BY type_oid`,
-		`SELECT schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + ` ORDER BY sequence_oid`,
-		`SELECT schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
+			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + `
+		UNION ALL SELECT sequence_oid, schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
+		UNION ALL SELECT function_oid, schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
-			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + ` ORDER BY function_oid`,
-		`SELECT schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`,
-	}
+			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + `
+		UNION ALL SELECT table_oid, schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + `
+		UNION ALL SELECT view_oid, schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + `
+	) ORDER BY oid`
 	tablesQuery = `SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`
-	lateQueries = []string{
-		`SELECT schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + ` ORDER BY view_oid`,
-		`SELECT schema_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL AND` + current + ` ORDER BY index_oid`,
-	}
+	indexQuery  = `SELECT schema_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL AND` + current + ` ORDER BY index_oid`
 )
 
 func (s *fsmSnapshot) write(w *frameWriter) error {
@@ -130,10 +136,8 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 	if err := w.frame(frameHeader, binary.AppendUvarint(nil, s.index)); err != nil {
 		return err
 	}
-	for _, q := range schemaQueries {
-		if err := s.writeDDL(w, q); err != nil {
-			return err
-		}
+	if err := s.writeDDL(w, catalogQuery); err != nil {
+		return err
 	}
 	tables, err := s.rows(tablesQuery)
 	if err != nil {
@@ -145,10 +149,8 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 			return err
 		}
 	}
-	for _, q := range lateQueries {
-		if err := s.writeDDL(w, q); err != nil {
-			return err
-		}
+	if err := s.writeDDL(w, indexQuery); err != nil {
+		return err
 	}
 	return w.frame(frameEnd, binary.AppendUvarint(nil, uint64(w.frames)))
 }
