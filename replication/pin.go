@@ -49,6 +49,14 @@ var pinnedSettings = []string{
 	"debug_window_mode", "debug_asof_iejoin", "debug_physical_table_scan_execution_strategy",
 }
 
+// pinnedValues are pinned at these values rather than DuckDB's default.
+// With view dependencies a table or view that a view reads cannot be
+// dropped or replaced without CASCADE (as in PostgreSQL): otherwise a view
+// could outlive what it reads, and a snapshot could not recreate it on
+// another node (CREATE VIEW binds its query), so a follower never caught up
+// (found by the divergence hunter).
+var pinnedValues = map[string]string{"enable_view_dependencies": "true"}
+
 // settingPins are the SET SESSION statements that pin pinnedSettings and
 // the time zone.
 type settingPins []string
@@ -56,7 +64,7 @@ type settingPins []string
 // readPins reads the pins on conn, a fresh connection of a database no
 // client has used yet: each pinned setting at its value then (DuckDB's
 // default, the same on every node running the same binary), and the time
-// zone at UTC. It sets them on conn too.
+// zone at UTC, except for pinnedValues. It sets them on conn too.
 func readPins(conn *engine.Conn) (settingPins, error) {
 	ctx := context.Background()
 	pins := make(settingPins, 0, len(pinnedSettings)+1)
@@ -66,6 +74,9 @@ func readPins(conn *engine.Conn) (settingPins, error) {
 			return nil, fmt.Errorf("read setting %s to pin it: %w", name, err)
 		}
 		value, _ := row[0].(string)
+		if v, ok := pinnedValues[name]; ok {
+			value = v
+		}
 		pins = append(pins, "SET SESSION "+sqlquote.Ident(name)+" = "+sqlquote.Literal(value))
 	}
 	pins = append(pins, "SET SESSION TimeZone = "+sqlquote.Literal(pinnedTimeZone))

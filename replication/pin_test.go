@@ -8,8 +8,9 @@ import (
 )
 
 // TestPinsKeepDefaults checks that pinning changes no setting's value on a
-// fresh database: the pins hold DuckDB's defaults (and UTC), so the applier
-// computes what an unpinned connection of an untouched node computes.
+// fresh database but the ones pinnedValues names: the pins hold DuckDB's
+// defaults (and UTC), so the applier computes what an unpinned connection
+// of an untouched node computes with those.
 func TestPinsKeepDefaults(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
@@ -28,6 +29,11 @@ func TestPinsKeepDefaults(t *testing.T) {
 	defer fresh.Close()
 	if _, err := fresh.Exec(context.Background(), "SET SESSION TimeZone = 'UTC'"); err != nil {
 		t.Fatal(err)
+	}
+	for name, value := range pinnedValues {
+		if _, err := fresh.Exec(context.Background(), "SET SESSION "+sqlquote.Ident(name)+" = "+sqlquote.Literal(value)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// DuckDB reads default_order back as ASCENDING but, set so, as ASC.
 	const all = "SELECT string_agg(name || '=' || replace(coalesce(value, 'NULL'), 'ASCENDING', 'ASC'), ', ' ORDER BY name) FROM duckdb_settings()"
