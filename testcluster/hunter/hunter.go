@@ -131,6 +131,12 @@ func Run(t testing.TB, cfg Config) *Report {
 			}
 		}
 	}
+	if len(h.rep.Findings) == 0 {
+		// The statements after the last accepted one were not checked.
+		if f := h.converge(); f != nil {
+			h.rep.Findings = append(h.rep.Findings, *f)
+		}
+	}
 	h.rep.Elapsed = time.Since(began)
 	finished = true
 	return h.rep
@@ -182,7 +188,12 @@ func (h *hunt) conn(n *testcluster.Node) *client.Conn {
 }
 
 // send sends st to a running node picked at random and checks the cluster
-// after it.
+// after it when it was accepted. A statement the server answered with an
+// error is not checked on its own: what it may have changed (a command
+// that failed on apply, or anything a refusal should have stopped) is in
+// the state the next accepted statement's check compares, and its history
+// names it. Checks cost five statements each, so this about doubles the
+// hunt's speed.
 func (h *hunt) send(st Statement) *Finding {
 	running := h.running()
 	n := running[h.route.IntN(len(running))]
@@ -210,6 +221,9 @@ func (h *hunt) send(st Statement) *Finding {
 	}
 	if f := h.crashed(); f != nil {
 		return f
+	}
+	if err != nil {
+		return nil
 	}
 	defer func(began time.Time) { h.rep.CheckTime += time.Since(began) }(time.Now())
 	return h.converge()
