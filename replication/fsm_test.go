@@ -122,6 +122,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		// they name, whatever their kind.
 		stmt("CREATE MACRO gen_summary() AS TABLE SELECT * FROM summary((SELECT i FROM s.gen LIMIT 3))"),
 		stmt("CREATE VIEW s.summaries AS SELECT count(*) AS n FROM gen_summary()"),
+		stmt("CREATE MACRO summary_rows(x) AS x + (SELECT count(*) FROM summary((SELECT i FROM s.gen LIMIT 2)))"),
+		// A table DEFAULT calling a macro created before it.
+		stmt("CREATE TABLE s.with_default(i INTEGER DEFAULT twice(4))"),
+		stmt("INSERT INTO s.with_default DEFAULT VALUES"),
 		// A view over a table created after the view's own schema objects.
 		stmt("CREATE TABLE s.base(i INTEGER)"),
 		stmt("CREATE VIEW s.over_base AS SELECT count(*) AS n FROM s.base"),
@@ -180,6 +184,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		{"SELECT count(*) FROM (SELECT 'it''s'::mood)", 1},
 		{"SELECT n FROM s.summaries", 3},
 		{"SELECT n FROM s.over_base", 4},
+		{"SELECT summary_rows(1)", 3},
+		{"SELECT i FROM s.with_default", 8},
 		{`SELECT sum(twice)::BIGINT FROM s.gen WHERE "note ""q""" = 'n'`, 2 * 2999 * 3000 / 2},
 	}
 	for _, c := range checks {

@@ -100,31 +100,31 @@ func (s *fsmSnapshot) Release() { s.conn.Close() }
 
 // catalogQuery lists, in restore order, what a snapshot recreates: each row
 // is (schema, DDL). Objects of the metadata schema are created by the FSM
-// itself. DuckDB binds views at creation, and a table macro's table-function
-// arguments (summary((SELECT … FROM t))), so the order is by what may name
-// what: schemas, enum types, sequences, scalar macros (which table defaults
-// call), tables, table macros, views; rows after the catalog, indexes after
-// the rows. Within a kind, creation order (oid). A table macro restored
-// before the tables kept a follower from ever restoring (found by the
-// divergence hunter). Not covered: an object that names one of its own kind
-// replaced (CREATE OR REPLACE) after it: the replacement's newer oid comes
-// later, and the first fails to bind.
+// itself. Schemas, enum types, sequences, macros, tables and views come in
+// one list in creation order (DuckDB's catalog oids come from one counter),
+// so what each names existed when it was created: DuckDB binds views, and
+// macros whose table functions take a subquery (summary((SELECT … FROM t))),
+// at creation, while table DEFAULTs call macros, so no order by kind fits
+// every catalog (two orders by kind each left a follower unable to restore:
+// found by the divergence hunter). A view's tables cannot be replaced after
+// it, since the applier keeps view dependencies (pin.go). Not covered: a
+// table replaced after a macro that binds it at creation. Rows are written
+// after the catalog, indexes after the rows.
 var (
 	current      = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
 	catalogQuery = `SELECT schema_name, ddl FROM (
-		SELECT 1 AS phase, oid, 'main' AS schema_name, 'CREATE SCHEMA ' || ` + qi("schema_name") + ` AS ddl FROM duckdb_schemas()
+		SELECT oid, 'main' AS schema_name, 'CREATE SCHEMA ' || ` + qi("schema_name") + ` AS ddl FROM duckdb_schemas()
 			WHERE NOT internal AND` + current + `
-		UNION ALL SELECT 2, type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
+		UNION ALL SELECT type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
 			list_aggregate(list_transform(labels, l -> '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
 			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + `
-		UNION ALL SELECT 3, sequence_oid, schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
-		UNION ALL SELECT CASE WHEN function_type = 'table_macro' THEN 6 ELSE 4 END, function_oid, schema_name,
-			'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
+		UNION ALL SELECT sequence_oid, schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
+		UNION ALL SELECT function_oid, schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
 			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + `
-		UNION ALL SELECT 5, table_oid, schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + `
-		UNION ALL SELECT 7, view_oid, schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + `
-	) ORDER BY phase, oid`
+		UNION ALL SELECT table_oid, schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + `
+		UNION ALL SELECT view_oid, schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + `
+	) ORDER BY oid`
 	tablesQuery = `SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`
 	indexQuery  = `SELECT schema_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL AND` + current + ` ORDER BY index_oid`
 )
