@@ -51,7 +51,9 @@ var ErrSnapshotCorrupt = errors.New("replication: corrupt snapshot")
 type fsmSnapshot struct {
 	conn  *engine.Conn
 	index uint64
-	log   *slog.Logger
+	// catalog is catalogQuery's rows, read when the snapshot was pinned.
+	catalog [][]string
+	log     *slog.Logger
 }
 
 // pinSnapshot opens a connection with the applier's settings (pins) and a
@@ -76,7 +78,17 @@ func pinSnapshot(db *engine.DB, pins settingPins, log *slog.Logger) (*fsmSnapsho
 		conn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return &fsmSnapshot{conn: conn, index: idx, log: log}, nil
+	snap := &fsmSnapshot{conn: conn, index: idx, log: log}
+	// The catalog is read now, while the FSM applies nothing (raft calls
+	// Snapshot between applies): DuckDB's sequences are not transactional,
+	// so read at Persist their values would include what entries after idx
+	// drew, and a node restored from the snapshot would draw other values
+	// replaying them.
+	if snap.catalog, err = snap.rows(catalogQuery); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return snap, nil
 }
 
 // Persist implements raft.FSMSnapshot.
@@ -136,7 +148,7 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 	if err := w.frame(frameHeader, binary.AppendUvarint(nil, s.index)); err != nil {
 		return err
 	}
-	if err := s.writeDDL(w, catalogQuery); err != nil {
+	if err := writeDDL(w, s.catalog); err != nil {
 		return err
 	}
 	tables, err := s.rows(tablesQuery)
@@ -149,17 +161,18 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 			return err
 		}
 	}
-	if err := s.writeDDL(w, indexQuery); err != nil {
+	indexes, err := s.rows(indexQuery)
+	if err != nil {
+		return err
+	}
+	if err := writeDDL(w, indexes); err != nil {
 		return err
 	}
 	return w.frame(frameEnd, binary.AppendUvarint(nil, uint64(w.frames)))
 }
 
-func (s *fsmSnapshot) writeDDL(w *frameWriter, query string) error {
-	rows, err := s.rows(query)
-	if err != nil {
-		return err
-	}
+// writeDDL writes one SQL frame per (schema, DDL) row.
+func writeDDL(w *frameWriter, rows [][]string) error {
 	for _, r := range rows {
 		if err := w.frame(frameSQL, appendLenBytes(appendLenBytes(nil, []byte(r[0])), []byte(r[1]))); err != nil {
 			return err
