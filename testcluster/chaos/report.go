@@ -62,8 +62,13 @@ type verdict struct {
 	lost, dup int
 }
 
-// Failed reports whether any checker found a violation.
+// Failed reports whether any checker found a violation, or none ran: a run
+// that stopped before its checks (the cluster did not form, a node did not
+// start) proved nothing, and its report must not read as a pass.
 func (r *Report) Failed() bool {
+	if len(r.Verdicts) == 0 {
+		return true
+	}
 	for _, v := range r.Verdicts {
 		if !v.ok {
 			return true
