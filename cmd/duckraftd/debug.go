@@ -1,12 +1,13 @@
 package main
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+
+	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // startDebug serves Go's profiler on addr (--debug-addr), apart from the
@@ -36,12 +37,11 @@ func startDebug(addr, token string, log *slog.Logger) error {
 	return nil
 }
 
-// requireBearer admits only requests whose Authorization header is
-// "Bearer "+token, compared in constant time.
+// requireBearer admits only requests that carry token as a bearer token,
+// checked as the node API checks its callers.
 func requireBearer(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !nodeapi.Authorized(r, token) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "authentication required: Authorization: Bearer <token>", http.StatusUnauthorized)
 			return

@@ -24,9 +24,10 @@ type Credentials struct {
 	Client, Node string
 }
 
-// authorized reports whether r carries one of the non-empty creds as a
-// bearer token, compared in constant time.
-func authorized(r *http.Request, creds ...string) bool {
+// Authorized reports whether r carries one of the non-empty creds as a
+// bearer token, compared in constant time. Every HTTP port of a node checks
+// its callers with it.
+func Authorized(r *http.Request, creds ...string) bool {
 	got := []byte(r.Header.Get("Authorization"))
 	ok := false
 	for _, c := range creds {
@@ -40,7 +41,7 @@ func authorized(r *http.Request, creds ...string) bool {
 // guard admits requests with method that carry one of creds.
 func guard(creds []string, method string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r, creds...) {
+		if !Authorized(r, creds...) {
 			writeError(w, Errorf(CodeUnauthorized, "Authentication failed"))
 			return
 		}
