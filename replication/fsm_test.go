@@ -348,8 +348,7 @@ func TestViewsCannotOutliveTheirTables(t *testing.T) {
 		{"DROP TABLE d CASCADE", false},
 	}
 	for i, s := range steps {
-		r := f.ApplyBatch([]*raft.Log{logEntry(t, uint64(i+1), stmt(s.sql))})[0].(*entryResult)
-		if err := r.results[0].err; (err != nil) != s.fail {
+		if err := results(t, f, logEntry(t, uint64(i+1), stmt(s.sql)))[0].err; (err != nil) != s.fail {
 			t.Fatalf("%s: err = %v, want failure %v", s.sql, err, s.fail)
 		}
 	}
@@ -374,8 +373,8 @@ func TestSnapshotSequencesAtItsIndex(t *testing.T) {
 	defer f.close()
 	cmds := []string{"CREATE SEQUENCE sq", "CREATE TABLE t(v BIGINT)", "INSERT INTO t SELECT nextval('sq') FROM range(5)"}
 	for i, sql := range cmds {
-		if r := f.ApplyBatch([]*raft.Log{logEntry(t, uint64(i+1), stmt(sql))})[0].(*entryResult); r.results[0].err != nil {
-			t.Fatal(r.results[0].err)
+		if err := results(t, f, logEntry(t, uint64(i+1), stmt(sql)))[0].err; err != nil {
+			t.Fatal(err)
 		}
 	}
 	snap, err := f.Snapshot()
