@@ -169,7 +169,7 @@ type Store struct {
 	raft  *raft.Raft
 	fsm   *fsm
 	logs  *raftboltdb.BoltStore
-	trans *termGuard
+	trans *rpcGuard
 	term  raftTerm
 
 	// readyTerm is the term in which this node, as leader, has committed
@@ -243,9 +243,9 @@ func Open(cfg Config) (*Store, error) {
 		return fail(err)
 	}
 	s.term.stable = s.logs
-	s.trans = newTermGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	s.trans = newRPCGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
-	}), s.term.current, tlog)
+	}), s.term.current, s.logs, tlog)
 	cleanup = append(cleanup, s.trans.Close)
 
 	restore, err := needRestore(s.fsm.Applied(), snaps, s.logs)
@@ -591,8 +591,11 @@ func (s *Store) WaitForLeader(timeout time.Duration) (string, error) {
 
 // Join adds a server to the cluster, as a voter or a read replica
 // (non-voter). It must run on the leader. Joining again with the same ID and
-// address is a no-op; a known ID or address with different details is
-// replaced.
+// address is a no-op. A known ID changes in place: a non-voter is promoted,
+// a voter demoted, an address updated, so that the server is never out of
+// the configuration (a removal leaves raft replicating to the removed server
+// from its old position, see ErrStaleSnapshot). Another server at the same
+// address is removed.
 func (s *Store) Join(id, addr string, voter bool) error {
 	if !s.IsLeader() {
 		return s.notLeader()
@@ -602,14 +605,21 @@ func (s *Store) Join(id, addr string, voter bool) error {
 		return fmt.Errorf("join %s: %w", id, err)
 	}
 	for _, srv := range cf.Configuration().Servers {
-		if srv.ID != raft.ServerID(id) && srv.Address != raft.ServerAddress(addr) {
-			continue
-		}
-		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && (srv.Suffrage == raft.Voter) == voter {
-			return nil
-		}
-		if err := s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
-			return fmt.Errorf("join %s: remove old %s: %w", id, srv.ID, err)
+		switch {
+		case srv.ID == raft.ServerID(id):
+			isVoter := srv.Suffrage == raft.Voter
+			if srv.Address == raft.ServerAddress(addr) && isVoter == voter {
+				return nil
+			}
+			if isVoter && !voter {
+				if err := s.raft.DemoteVoter(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
+					return fmt.Errorf("join %s: demote: %w", id, err)
+				}
+			}
+		case srv.Address == raft.ServerAddress(addr):
+			if err := s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
+				return fmt.Errorf("join %s: remove %s at the same address: %w", id, srv.ID, err)
+			}
 		}
 	}
 	var f raft.IndexFuture

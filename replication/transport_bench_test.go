@@ -31,7 +31,7 @@ func BenchmarkTransport(b *testing.B) {
 				b.Fatal(err)
 			}
 			nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 2, Timeout: 5 * time.Second})
-			return newTermGuard(nt, func() uint64 { return 1 }, testLogger())
+			return newRPCGuard(nt, func() uint64 { return 1 }, nil, testLogger())
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

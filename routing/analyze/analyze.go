@@ -54,6 +54,10 @@ type Analysis struct {
 	// macro hides a query, and DuckDB's threads would then order nextval's
 	// values and floating-point sums differently on each node.
 	HiddenScan bool
+	// ScanOrder names what in the plan takes table rows in the order they
+	// are stored in, which is not the same on every replica (see
+	// scanOrder), or is empty.
+	ScanOrder string
 }
 
 // Analyzer binds statements against a database's catalog, each on a
@@ -135,6 +139,7 @@ func fromPlan(text string) (Analysis, scanFacts, error) {
 	// fills in every column it does not list.
 	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
 	w.walk(top)
+	w.an.ScanOrder = scanOrder(top)
 	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
 }
 

@@ -98,6 +98,10 @@ func (an Analysis) Check(volatile wal.Volatile) (Verdict, error) {
 	if an.RowID {
 		note("rowid", "rowids are local to each node (a snapshot restore or a checkpoint renumbers the rows); use a primary key or another column that identifies the rows")
 	}
+	if an.ScanOrder != "" {
+		note(an.ScanOrder, "it takes rows in the order they are stored in, which a snapshot restore or a checkpoint changes on each replica; "+
+			"order the rows by a key (ORDER BY id), or use INSERT … SELECT, which duckraft evaluates once on the leader")
+	}
 	if an.HiddenScan && (insert || an.Operator == "LOGICAL_CREATE_TABLE") {
 		note("a query hidden in a macro", "the replicas would apply it on several threads, which order nextval() and floating-point sums differently; "+
 			"write the query in the statement (INSERT INTO t SELECT …)")

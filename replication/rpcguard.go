@@ -27,14 +27,27 @@ const (
 	maxTerm = 1 << 62
 )
 
-// termGuard wraps raft's network transport and refuses, before raft sees
-// them, the RPCs whose term is absurd (see ErrAbsurdTerm), and the answers
-// that carry one. It embeds the transport itself, so raft finds the
-// optional interfaces (WithClose, WithPreVote) the transport has.
-type termGuard struct {
+// ErrStaleSnapshot answers an InstallSnapshot that is older than this
+// node's own state while the node's log no longer holds the entries after
+// it. hashicorp/raft would install it, roll the database back to the
+// snapshot and then panic reading the compacted entries ("log not found";
+// hashicorp/raft#697). A leader's replication of a server it removed can
+// send one: it keeps the server's old position while it waits to retry,
+// and the server may be back, caught up, at the same address.
+var ErrStaleSnapshot = errors.New("replication: snapshot older than this node's state")
+
+// rpcGuard wraps raft's network transport and refuses, before raft sees
+// them, the RPCs whose term is absurd (see ErrAbsurdTerm) and the
+// snapshots raft would install wrongly (see ErrStaleSnapshot), and the
+// answers that carry an absurd term. It embeds the transport itself, so
+// raft finds the optional interfaces (WithClose, WithPreVote) the
+// transport has.
+type rpcGuard struct {
 	*raft.NetworkTransport
 	// current is this node's current term.
 	current func() uint64
+	// logs is this node's log store.
+	logs raft.LogStore
 	// refusals logs the refused RPCs, by the address the sender claims.
 	refusals *refusalLog
 
@@ -44,16 +57,17 @@ type termGuard struct {
 	closeErr error
 }
 
-// newTermGuard wraps t; current reports this node's current term.
-func newTermGuard(t *raft.NetworkTransport, current func() uint64, log *slog.Logger) *termGuard {
-	g := &termGuard{NetworkTransport: t, current: current, refusals: newRefusalLog(log, time.Minute),
+// newRPCGuard wraps t; current reports this node's current term and logs
+// is its log store (nil skips the snapshot check).
+func newRPCGuard(t *raft.NetworkTransport, current func() uint64, logs raft.LogStore, log *slog.Logger) *rpcGuard {
+	g := &rpcGuard{NetworkTransport: t, current: current, logs: logs, refusals: newRefusalLog(log, time.Minute),
 		consumer: make(chan raft.RPC), done: make(chan struct{})}
 	go g.filter()
 	return g
 }
 
 // absurd returns an ErrAbsurdTerm error if term is absurd.
-func (g *termGuard) absurd(term uint64) error {
+func (g *rpcGuard) absurd(term uint64) error {
 	cur := g.current()
 	if term >= maxTerm || term > cur+maxTermJump {
 		return fmt.Errorf("%w: %d, current term %d", ErrAbsurdTerm, term, cur)
@@ -61,10 +75,10 @@ func (g *termGuard) absurd(term uint64) error {
 	return nil
 }
 
-// refuse answers rpc with err if it carries an absurd term, and logs it.
+// refuse answers rpc with the error check finds, if any, and logs it.
 // TimeoutNow carries no term: the election it starts is at this node's
 // term plus one.
-func (g *termGuard) refuse(rpc raft.RPC) bool {
+func (g *rpcGuard) refuse(rpc raft.RPC) bool {
 	err := g.check(rpc.Command)
 	if err == nil {
 		return false
@@ -74,13 +88,22 @@ func (g *termGuard) refuse(rpc raft.RPC) bool {
 		from = string(h.GetRPCHeader().Addr)
 	}
 	g.refusals.refuse(from, err)
-	rpc.Respond(nil, err)
+	if rpc.Reader == nil {
+		rpc.Respond(nil, err)
+		return true
+	}
+	// The sender writes the whole snapshot before it reads the answer.
+	// Reading it here would hold up the RPCs behind it.
+	go func() {
+		_, _ = io.Copy(io.Discard, rpc.Reader)
+		rpc.Respond(nil, err)
+	}()
 	return true
 }
 
 // check returns an ErrAbsurdTerm error if the RPC cmd carries an absurd
-// term.
-func (g *termGuard) check(cmd any) error {
+// term, and an ErrStaleSnapshot error for a snapshot raft must not install.
+func (g *rpcGuard) check(cmd any) error {
 	switch c := cmd.(type) {
 	case *raft.AppendEntriesRequest:
 		return g.absurd(c.Term)
@@ -89,14 +112,43 @@ func (g *termGuard) check(cmd any) error {
 	case *raft.RequestPreVoteRequest:
 		return g.absurd(c.Term)
 	case *raft.InstallSnapshotRequest:
-		return g.absurd(c.Term)
+		if err := g.absurd(c.Term); err != nil {
+			return err
+		}
+		return g.stale(c.LastLogIndex)
+	}
+	return nil
+}
+
+// stale returns an ErrStaleSnapshot error if a snapshot up to index would
+// leave raft reading entries its log no longer has: the log goes on past
+// the snapshot but starts after the entry that follows it. Raft keeps its
+// last log index across an install, so it would take that tail as its log
+// and apply from index+1. Such a node compacted past index+1, so it
+// applied more than the snapshot holds and loses nothing by refusing; the
+// leader's live replication never sends one, as it tracks the node's
+// answers.
+func (g *rpcGuard) stale(index uint64) error {
+	if g.logs == nil {
+		return nil
+	}
+	first, err := g.logs.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("%w: read first log index: %v", ErrStaleSnapshot, err)
+	}
+	last, err := g.logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("%w: read last log index: %v", ErrStaleSnapshot, err)
+	}
+	if last > index && first > index+1 {
+		return fmt.Errorf("%w: snapshot up to %d, log holds %d..%d", ErrStaleSnapshot, index, first, last)
 	}
 	return nil
 }
 
 // filter passes the transport's RPCs on to raft, answering those with an
 // absurd term itself.
-func (g *termGuard) filter() {
+func (g *rpcGuard) filter() {
 	in := g.NetworkTransport.Consumer()
 	for {
 		select {
@@ -116,11 +168,11 @@ func (g *termGuard) filter() {
 }
 
 // Consumer implements raft.Transport: the RPCs that passed the check.
-func (g *termGuard) Consumer() <-chan raft.RPC { return g.consumer }
+func (g *rpcGuard) Consumer() <-chan raft.RPC { return g.consumer }
 
 // SetHeartbeatHandler implements raft.Transport: heartbeats take a fast
 // path past Consumer, so they are checked here.
-func (g *termGuard) SetHeartbeatHandler(cb func(raft.RPC)) {
+func (g *rpcGuard) SetHeartbeatHandler(cb func(raft.RPC)) {
 	if cb == nil {
 		g.NetworkTransport.SetHeartbeatHandler(nil)
 		return
@@ -133,7 +185,7 @@ func (g *termGuard) SetHeartbeatHandler(cb func(raft.RPC)) {
 }
 
 // AppendEntries implements raft.Transport, refusing an absurd answer.
-func (g *termGuard) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (g *rpcGuard) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if err := g.NetworkTransport.AppendEntries(id, target, args, resp); err != nil {
 		return err
 	}
@@ -141,7 +193,7 @@ func (g *termGuard) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 }
 
 // RequestVote implements raft.Transport, refusing an absurd answer.
-func (g *termGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+func (g *rpcGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
 	if err := g.NetworkTransport.RequestVote(id, target, args, resp); err != nil {
 		return err
 	}
@@ -149,7 +201,7 @@ func (g *termGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, arg
 }
 
 // RequestPreVote implements raft.WithPreVote, refusing an absurd answer.
-func (g *termGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+func (g *rpcGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
 	if err := g.NetworkTransport.RequestPreVote(id, target, args, resp); err != nil {
 		return err
 	}
@@ -157,7 +209,7 @@ func (g *termGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 }
 
 // InstallSnapshot implements raft.Transport, refusing an absurd answer.
-func (g *termGuard) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+func (g *rpcGuard) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	if err := g.NetworkTransport.InstallSnapshot(id, target, args, resp, data); err != nil {
 		return err
 	}
@@ -166,7 +218,7 @@ func (g *termGuard) InstallSnapshot(id raft.ServerID, target raft.ServerAddress,
 
 // Close implements raft.WithClose. Both raft's shutdown and Store.Close
 // call it.
-func (g *termGuard) Close() error {
+func (g *rpcGuard) Close() error {
 	g.once.Do(func() {
 		close(g.done)
 		g.closeErr = g.NetworkTransport.Close()

@@ -1,0 +1,131 @@
+package analyze
+
+import "strings"
+
+// orderAggregates are the aggregates whose result depends on the order
+// rows reach them in, unless the call orders them (string_agg(s ORDER BY
+// id)).
+var orderAggregates = map[string]bool{
+	"any_value": true, "arbitrary": true, "first": true, "last": true,
+	"string_agg": true, "group_concat": true, "listagg": true,
+	"list": true, "array_agg": true, "json_group_array": true, "json_group_object": true,
+}
+
+// orderWindows are the window functions whose result depends on the order
+// of the rows in their partition, unless the window orders them.
+var orderWindows = map[string]string{
+	"WINDOW_ROW_NUMBER": "row_number", "WINDOW_FIRST_VALUE": "first_value", "WINDOW_LAST_VALUE": "last_value",
+	"WINDOW_NTH_VALUE": "nth_value", "WINDOW_LAG": "lag", "WINDOW_LEAD": "lead", "WINDOW_NTILE": "ntile",
+	"WINDOW_FILL": "fill",
+}
+
+// scanOrder returns what in the plan v takes table rows in the order a
+// scan yields them, or "". That order is the order rows are stored in,
+// which a snapshot restore rewrites (and a checkpoint may), so it is not
+// the same on every replica: a LIMIT or OFFSET over table rows with no
+// ORDER BY under it, an order-sensitive aggregate without ORDER BY in the
+// call, an order-sensitive window function over a window without ORDER BY.
+func scanOrder(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		switch str(v["type"]) {
+		case "LOGICAL_LIMIT":
+			if !orderedInput(v) && scansTable(v) {
+				return "LIMIT or OFFSET without ORDER BY"
+			}
+		case "LOGICAL_AGGREGATE_AND_GROUP_BY":
+			if what := aggregateOrder(v); what != "" {
+				return what
+			}
+		}
+		if str(v["expression_class"]) == "BOUND_WINDOW" {
+			if name, ok := orderWindows[str(v["type"])]; ok && empty(v["orders"]) {
+				return name + "() over a window without ORDER BY"
+			}
+			if name := strings.ToLower(str(v["name"])); orderAggregates[name] && empty(v["orders"]) && empty(v["arg_orders"]) {
+				return name + "() over a window without ORDER BY"
+			}
+		}
+		for k, c := range v {
+			if k == "table_info" || k == "info" {
+				continue
+			}
+			if what := scanOrder(c); what != "" {
+				return what
+			}
+		}
+	case []any:
+		for _, c := range v {
+			if what := scanOrder(c); what != "" {
+				return what
+			}
+		}
+	}
+	return ""
+}
+
+// aggregateOrder returns the order-sensitive aggregate without ORDER BY
+// that the aggregate operator agg computes over table rows, or "". The
+// binder computes a scalar subquery as first(x) with count_star(), and
+// raises an error when the count is above one
+// (scalar_subquery_error_on_multiple_rows, pinned), so that first takes
+// the only row there is.
+func aggregateOrder(agg map[string]any) string {
+	exprs, _ := agg["expressions"].([]any)
+	if len(exprs) == 2 && empty(agg["groups"]) && aggName(exprs[0]) == "first" && aggName(exprs[1]) == "count_star" {
+		return ""
+	}
+	if !scansTable(agg) {
+		return ""
+	}
+	for _, e := range exprs {
+		m, _ := e.(map[string]any)
+		if name := aggName(e); orderAggregates[name] && !ordersBy(m["order_bys"]) {
+			return name + "() without ORDER BY in the call"
+		}
+	}
+	return ""
+}
+
+func aggName(e any) string {
+	m, _ := e.(map[string]any)
+	if str(m["expression_class"]) != "BOUND_AGGREGATE" {
+		return ""
+	}
+	return strings.ToLower(str(m["name"]))
+}
+
+// ordersBy reports whether an aggregate's order_bys orders anything.
+func ordersBy(v any) bool {
+	m, _ := v.(map[string]any)
+	return !empty(m["orders"])
+}
+
+// orderedInput reports whether the rows reaching op come from an ORDER BY
+// with nothing but projections and filters between.
+func orderedInput(op map[string]any) bool {
+	for {
+		children, _ := op["children"].([]any)
+		if len(children) != 1 {
+			return false
+		}
+		op, _ = children[0].(map[string]any)
+		switch str(op["type"]) {
+		case "LOGICAL_ORDER_BY", "LOGICAL_TOP_N":
+			return true
+		case "LOGICAL_PROJECTION", "LOGICAL_FILTER":
+		default:
+			return false
+		}
+	}
+}
+
+// scansTable reports whether the plan under op scans a stored table.
+func scansTable(op any) bool {
+	return contains(op, "name", "seq_scan")
+}
+
+func empty(v any) bool {
+	l, _ := v.([]any)
+	return len(l) == 0
+}
