@@ -276,7 +276,7 @@ func (h *hunt) converge() *Finding {
 			case d == "":
 				return nil
 			case differ != "":
-				return h.finding(Divergence, fmt.Sprintf("at applied index %d: %s", idx, d))
+				return h.finding(Divergence, fmt.Sprintf("at applied index %d: %s\n%s", idx, d, h.diagnose()))
 			}
 			differ = d
 			time.Sleep(200 * time.Millisecond)
