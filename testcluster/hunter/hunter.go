@@ -126,6 +126,9 @@ func Run(t testing.TB, cfg Config) *Report {
 		h.gen.Result(st, h.last[len(h.last)-1].Err == "")
 		if f != nil {
 			h.rep.Findings = append(h.rep.Findings, *f)
+			// A long hunt reports each finding as it comes, not only at
+			// its end.
+			t.Logf("hunter: finding %d at statement %d: %s: %s", len(h.rep.Findings), i, f.Kind, f.Detail)
 			if f.Kind != Divergence || !cfg.KeepGoing || !h.reset() {
 				break
 			}
