@@ -406,6 +406,73 @@ func TestSnapshotSequencesAtItsIndex(t *testing.T) {
 	}
 }
 
+// TestSnapshotKeepsCurrval: a sequence that handed out values answers
+// currval() after a restore as on its source. DuckDB's own DDL for it
+// starts a fresh sequence, whose currval() is an error until nextval() is
+// called, so a DEFAULT or an INSERT calling currval failed on the restored
+// node alone and left it without the rows (found by the divergence
+// hunter).
+func TestSnapshotKeepsCurrval(t *testing.T) {
+	f := openFSM(t, openDB(t, t.TempDir()))
+	cmds := []string{
+		"CREATE SEQUENCE sq START WITH 10 INCREMENT BY 3", "CREATE SEQUENCE unused", "CREATE SCHEMA s",
+		"CREATE SEQUENCE s.cyc MINVALUE 1 MAXVALUE 2 CYCLE",
+		"CREATE TABLE t(id INTEGER, v BIGINT DEFAULT currval('sq'))",
+		"SELECT nextval('sq'), nextval('sq'), nextval('s.cyc'), nextval('s.cyc')",
+	}
+	for i, sql := range cmds {
+		if err := results(t, f, logEntry(t, uint64(i+1), stmt(sql)))[0].err; err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	g := openFSM(t, openDB(t, t.TempDir()))
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	// The state hash reads the sequences' DDL.
+	const ddl = "SELECT string_agg(sql, ' ' ORDER BY sequence_name) FROM duckdb_sequences()"
+	if want, got := queryStrings(t, f, ddl), queryStrings(t, g, ddl); got != want {
+		t.Errorf("restored sequences: %s\nsource: %s", got, want)
+	}
+	// The same entries, applied on the source and on the restored node,
+	// give the same rows.
+	next := []string{
+		"INSERT INTO t(id) VALUES (1)",
+		"INSERT INTO t VALUES (2, nextval('sq')), (3, nextval('s.cyc')), (4, nextval('s.cyc')), (5, nextval('unused'))",
+	}
+	for i, sql := range next {
+		idx := uint64(len(cmds) + 1 + i)
+		for _, n := range []*fsm{f, g} {
+			if err := results(t, n, logEntry(t, idx, stmt(sql)))[0].err; err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	const rows = "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM t"
+	if want, got := queryStrings(t, f, rows), queryStrings(t, g, rows); got != want {
+		t.Errorf("restored node: %s, source: %s", got, want)
+	}
+}
+
+// queryStrings returns the single string sql yields on f's connection.
+func queryStrings(t *testing.T, f *fsm, sql string) string {
+	t.Helper()
+	out, err := f.conn.QueryStrings(context.Background(), sql)
+	if err != nil || len(out) != 1 {
+		t.Fatalf("%s: %v, %v", sql, out, err)
+	}
+	return out[0]
+}
+
 // TestRestoreKeepsScanOrder: a snapshot restore stores each table's rows
 // in the order a scan of the source yields them, after deletes, in-place
 // updates and an indexed column's update (which DuckDB applies as a

@@ -120,7 +120,11 @@ func (s *fsmSnapshot) Release() { s.conn.Close() }
 // every catalog (two orders by kind each left a follower unable to restore:
 // found by the divergence hunter). A view's tables cannot be replaced after
 // it, since the applier keeps view dependencies (pin.go). Not covered: a
-// table replaced after a macro that binds it at creation. Rows are written
+// table replaced after a macro that binds it at creation. A sequence that
+// handed out values is recreated at its last value and drawn from once:
+// DuckDB's own DDL for it starts a fresh sequence at the next value, whose
+// currval() is an error until nextval() is called, so a DEFAULT or write
+// calling currval() failed on the restored node alone. Rows are written
 // after the catalog, indexes after the rows.
 var (
 	current      = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
@@ -130,7 +134,11 @@ var (
 		UNION ALL SELECT type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
 			list_aggregate(list_transform(labels, l -> '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
 			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + `
-		UNION ALL SELECT sequence_oid, schema_name, sql FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
+		UNION ALL SELECT sequence_oid, schema_name, CASE WHEN last_value IS NULL THEN sql ELSE
+			'CREATE SEQUENCE ' || ` + qi("sequence_name") + ` || ' START WITH ' || last_value || ' INCREMENT BY ' || increment_by ||
+			' MINVALUE ' || min_value || ' MAXVALUE ' || max_value || CASE WHEN cycle THEN ' CYCLE' ELSE ' NO CYCLE' END || ';' ||
+			' SELECT nextval(' || ` + ql("schema_name || '.' || " + qi("sequence_name")) + ` || ')' END
+			FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
 		UNION ALL SELECT function_oid, schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
 			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + `
@@ -290,6 +298,9 @@ func storedColumns(conn *engine.Conn, schema, table string) (string, error) {
 
 // qi is the SQL expression that quotes the identifier in column col.
 func qi(col string) string { return `('"' || replace(` + col + `, '"', '""') || '"')` }
+
+// ql is the SQL that quotes the string expression expr as a literal.
+func ql(expr string) string { return `('''' || replace(` + expr + `, '''', '''''') || '''')` }
 
 type frameWriter struct {
 	w      *bufio.Writer
