@@ -54,6 +54,9 @@ type Analysis struct {
 	// macro hides a query, and DuckDB's threads would then order nextval's
 	// values and floating-point sums differently on each node.
 	HiddenScan bool
+	// Query is set when the top operator runs a query (CREATE TABLE … AS,
+	// INSERT … SELECT): it has a child plan.
+	Query bool
 	// ScanOrder names what in the plan takes table rows in the order they
 	// are stored in, which is not the same on every replica (see
 	// scanOrder), or is empty.
@@ -140,6 +143,8 @@ func fromPlan(text string) (Analysis, scanFacts, error) {
 	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
 	w.walk(top)
 	w.an.ScanOrder = scanOrder(top)
+	children, _ := top["children"].([]any)
+	w.an.Query = len(children) > 0
 	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
 }
 

@@ -37,6 +37,15 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 	if v.Materialize {
 		return wal.Materialized(sql, ts, v.Why, v.Sequence)
 	}
+	switch {
+	case an.Operator == "LOGICAL_CREATE_VIEW":
+		plan.SQL, err = a.canonicalCreate(ctx, "VIEW", plan.SQL)
+	case an.Operator == "LOGICAL_CREATE_TABLE" && !an.Query:
+		plan.SQL, err = a.canonicalCreate(ctx, "TABLE", plan.SQL)
+	}
+	if err != nil {
+		return wal.Plan{}, err
+	}
 	return plan, nil
 }
 
