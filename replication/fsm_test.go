@@ -425,19 +425,7 @@ func TestSnapshotKeepsCurrval(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Release()
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	g := openFSM(t, openDB(t, t.TempDir()))
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	// The state hash reads the sequences' DDL.
 	const ddl = "SELECT string_agg(sql, ' ' ORDER BY sequence_name) FROM duckdb_sequences()"
 	if want, got := queryStrings(t, f, ddl), queryStrings(t, g, ddl); got != want {
@@ -501,19 +489,7 @@ func TestRestoreKeepsScanOrder(t *testing.T) {
 	if _, err := f.conn.Exec(context.Background(), "CHECKPOINT"); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	g := openFSM(t, openDB(t, t.TempDir()))
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	for _, table := range []string{"t", "p"} {
 		q := "SELECT md5(string_agg(id::VARCHAR, ',')) FROM " + table
 		want, err := f.conn.QueryStrings(context.Background(), q)
@@ -528,4 +504,23 @@ func TestRestoreKeepsScanOrder(t *testing.T) {
 			t.Errorf("%s scans in another order after a restore: %s, source %s", table, got[0], want[0])
 		}
 	}
+}
+
+// restoredCopy returns a new FSM restored from a snapshot of f.
+func restoredCopy(t *testing.T, f *fsm) *fsm {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	g := openFSM(t, openDB(t, t.TempDir()))
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
