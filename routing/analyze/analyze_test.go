@@ -116,6 +116,7 @@ func TestDivergenceClasses(t *testing.T) {
 		{"scan order", "UPDATE t SET b = (SELECT first(a) FROM t)", "first() without ORDER BY"},
 		{"scan order", "CREATE TABLE c AS SELECT a, row_number() OVER () AS n FROM t", "row_number() over a window without ORDER BY"},
 		{"scan order", "CREATE TABLE c AS SELECT list(a) AS l FROM t", "list() without ORDER BY"},
+		{"scan order", "CREATE TABLE c AS SELECT list_sort(list(a)) AS s, list(b) AS l FROM t", "list() without ORDER BY"},
 		{"scan order", "INSERT INTO u SELECT a FROM t LIMIT 1", ""},
 	}
 	for _, tt := range tests {
@@ -143,6 +144,9 @@ func TestOrderedWritesPass(t *testing.T) {
 		"CREATE TABLE c AS SELECT a, b FROM t ORDER BY a LIMIT 3",
 		"INSERT INTO u SELECT a FROM t ORDER BY a LIMIT 1",
 		"DELETE FROM t WHERE a IN (SELECT max(a) FROM t)",
+		// The binder computes this as list_sort(list(b)).
+		"CREATE TABLE c AS SELECT list(b ORDER BY b) AS l FROM t",
+		"CREATE TABLE c AS SELECT a, list_sort(list(b)) AS l FROM t GROUP BY a",
 	} {
 		plan, err := decide(t, a, sql)
 		if err != nil || plan.Materialize != nil {

@@ -1,6 +1,9 @@
 package analyze
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // orderAggregates are the aggregates whose result depends on the order
 // rows reach them in, unless the call orders them (string_agg(s ORDER BY
@@ -33,8 +36,20 @@ func scanOrder(v any) string {
 			if !orderedInput(v) && scansTable(v) {
 				return "LIMIT or OFFSET without ORDER BY"
 			}
+		case "LOGICAL_PROJECTION":
+			// The binder computes list(x ORDER BY x) as list_sort(list(x))
+			// in the projection over the aggregate.
+			children, _ := v["children"].([]any)
+			if len(children) == 1 {
+				if agg, ok := children[0].(map[string]any); ok && str(agg["type"]) == "LOGICAL_AGGREGATE_AND_GROUP_BY" {
+					if what := aggregateOrder(agg, sortedRefs(v["expressions"])); what != "" {
+						return what
+					}
+					return firstOf(scanOrder(v["expressions"]), scanOrder(agg["children"]))
+				}
+			}
 		case "LOGICAL_AGGREGATE_AND_GROUP_BY":
-			if what := aggregateOrder(v); what != "" {
+			if what := aggregateOrder(v, nil); what != "" {
 				return what
 			}
 		}
@@ -70,7 +85,10 @@ func scanOrder(v any) string {
 // raises an error when the count is above one
 // (scalar_subquery_error_on_multiple_rows, pinned), so that first takes
 // the only row there is.
-func aggregateOrder(agg map[string]any) string {
+// An aggregate whose output column is in sorted is sorted over before use
+// (sortedRefs), which makes a list of the rows' values independent of
+// their order.
+func aggregateOrder(agg map[string]any, sorted map[string]bool) string {
 	exprs, _ := agg["expressions"].([]any)
 	if len(exprs) == 2 && empty(agg["groups"]) && aggName(exprs[0]) == "first" && aggName(exprs[1]) == "count_star" {
 		return ""
@@ -78,13 +96,56 @@ func aggregateOrder(agg map[string]any) string {
 	if !scansTable(agg) {
 		return ""
 	}
-	for _, e := range exprs {
+	groups, _ := agg["groups"].([]any)
+	for i, e := range exprs {
 		m, _ := e.(map[string]any)
-		if name := aggName(e); orderAggregates[name] && !ordersBy(m["order_bys"]) {
+		name := aggName(e)
+		if (name == "list" || name == "array_agg") && sorted[fmt.Sprint(len(groups)+i)] {
+			continue
+		}
+		if orderAggregates[name] && !ordersBy(m["order_bys"]) {
 			return name + "() without ORDER BY in the call"
 		}
 	}
 	return ""
+}
+
+// sortFunctions sort a list, so the list's order does not matter after.
+var sortFunctions = map[string]bool{"list_sort": true, "array_sort": true, "list_reverse_sort": true, "array_reverse_sort": true}
+
+// sortedRefs returns the input columns (BOUND_REF indexes) that a
+// projection's expressions pass straight to a sort function.
+func sortedRefs(exprs any) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if str(v["expression_class"]) == "BOUND_FUNCTION" && sortFunctions[strings.ToLower(str(v["name"]))] {
+				if children, _ := v["children"].([]any); len(children) > 0 {
+					if ref, _ := children[0].(map[string]any); str(ref["expression_class"]) == "BOUND_REF" {
+						out[fmt.Sprint(ref["index"])] = true
+					}
+				}
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(exprs)
+	return out
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func aggName(e any) string {
