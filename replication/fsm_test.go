@@ -373,11 +373,7 @@ func TestSnapshotSequencesAtItsIndex(t *testing.T) {
 	f := openFSM(t, src)
 	defer f.close()
 	cmds := []string{"CREATE SEQUENCE sq", "CREATE TABLE t(v BIGINT)", "INSERT INTO t SELECT nextval('sq') FROM range(5)"}
-	for i, sql := range cmds {
-		if err := results(t, f, logEntry(t, uint64(i+1), stmt(sql)))[0].err; err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyEach(t, f, 1, cmds...)
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -420,11 +416,7 @@ func TestSnapshotKeepsCurrval(t *testing.T) {
 		"CREATE TABLE t(id INTEGER, v BIGINT DEFAULT currval('sq'))",
 		"SELECT nextval('sq'), nextval('sq'), nextval('s.cyc'), nextval('s.cyc')",
 	}
-	for i, sql := range cmds {
-		if err := results(t, f, logEntry(t, uint64(i+1), stmt(sql)))[0].err; err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	applyEach(t, f, 1, cmds...)
 	g := restoredCopy(t, f)
 	// The state hash reads the sequences' DDL.
 	const ddl = "SELECT string_agg(sql, ' ' ORDER BY sequence_name) FROM duckdb_sequences()"
@@ -437,13 +429,8 @@ func TestSnapshotKeepsCurrval(t *testing.T) {
 		"INSERT INTO t(id) VALUES (1)",
 		"INSERT INTO t VALUES (2, nextval('sq')), (3, nextval('s.cyc')), (4, nextval('s.cyc')), (5, nextval('unused'))",
 	}
-	for i, sql := range next {
-		idx := uint64(len(cmds) + 1 + i)
-		for _, n := range []*fsm{f, g} {
-			if err := results(t, n, logEntry(t, idx, stmt(sql)))[0].err; err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		}
+	for _, n := range []*fsm{f, g} {
+		applyEach(t, n, uint64(len(cmds)+1), next...)
 	}
 	const rows = "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM t"
 	if want, got := queryStrings(t, f, rows), queryStrings(t, g, rows); got != want {
@@ -481,11 +468,7 @@ func TestRestoreKeepsScanOrder(t *testing.T) {
 		"DELETE FROM p WHERE id BETWEEN 100 AND 200",
 		"INSERT INTO p VALUES (150, 1)",
 	}
-	for i, sql := range writes {
-		if err := f.ApplyBatch([]*raft.Log{logEntry(t, uint64(i+1), stmt(sql))})[0].(*entryResult).results[0].err; err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	applyEach(t, f, 1, writes...)
 	if _, err := f.conn.Exec(context.Background(), "CHECKPOINT"); err != nil {
 		t.Fatal(err)
 	}

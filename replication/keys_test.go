@@ -27,6 +27,17 @@ func results(t *testing.T, f *fsm, l *raft.Log) []cmdResult {
 	return r.results
 }
 
+// applyEach applies each statement of sqls as its own entry, from index
+// first on, and fails the test at the first that fails.
+func applyEach(t *testing.T, f *fsm, first uint64, sqls ...string) {
+	t.Helper()
+	for i, sql := range sqls {
+		if err := results(t, f, logEntry(t, first+uint64(i), stmt(sql)))[0].err; err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 // TestKeysSurviveRestartAndRestore checks that a retried command is
 // replayed, not applied, whether its first application is in the same
 // entry, in memory, only in the database (after a restart) or only in a

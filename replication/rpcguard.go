@@ -146,8 +146,8 @@ func (g *rpcGuard) stale(index uint64) error {
 	return nil
 }
 
-// filter passes the transport's RPCs on to raft, answering those with an
-// absurd term itself.
+// filter passes the transport's RPCs on to raft, answering those check
+// refuses itself.
 func (g *rpcGuard) filter() {
 	in := g.NetworkTransport.Consumer()
 	for {

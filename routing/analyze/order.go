@@ -80,14 +80,12 @@ func scanOrder(v any) string {
 }
 
 // aggregateOrder returns the order-sensitive aggregate without ORDER BY
-// that the aggregate operator agg computes over table rows, or "". The
-// binder computes a scalar subquery as first(x) with count_star(), and
+// that the aggregate operator agg computes over table rows, or "". Not
+// counted: the binder's scalar subquery, first(x) with count_star(), which
 // raises an error when the count is above one
 // (scalar_subquery_error_on_multiple_rows, pinned), so that first takes
-// the only row there is.
-// An aggregate whose output column is in sorted is sorted over before use
-// (sortedRefs), which makes a list of the rows' values independent of
-// their order.
+// the only row there is; and a list whose output column is in sorted
+// (sortedRefs), which is sorted before use.
 func aggregateOrder(agg map[string]any, sorted map[string]bool) string {
 	exprs, _ := agg["expressions"].([]any)
 	if len(exprs) == 2 && empty(agg["groups"]) && aggName(exprs[0]) == "first" && aggName(exprs[1]) == "count_star" {

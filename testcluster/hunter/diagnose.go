@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -143,27 +144,21 @@ func onlyOn(rows map[string][]string, id string, nodes []string) []string {
 
 func quoteQualified(name string) string {
 	schema, table, _ := strings.Cut(name, ".")
-	q := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-	return q(schema) + "." + q(table)
+	return sqlquote.Ident(schema) + "." + sqlquote.Ident(table)
 }
 
+// queryStrings returns every row sql yields on c, each value as text.
 func queryStrings(ctx context.Context, c *client.Conn, sql string) ([][]string, error) {
-	rows, err := c.Query(ctx, sql)
+	rows, err := queryRows(ctx, c, sql)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sql, err)
 	}
-	defer rows.Close()
-	var out [][]string
-	for rows.Next() {
-		v, err := rows.Values()
-		if err != nil {
-			return nil, err
+	out := make([][]string, len(rows))
+	for i, v := range rows {
+		out[i] = make([]string, len(v))
+		for j, x := range v {
+			out[i][j] = fmt.Sprint(x)
 		}
-		row := make([]string, len(v))
-		for i, x := range v {
-			row[i] = fmt.Sprint(x)
-		}
-		out = append(out, row)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -451,20 +451,33 @@ UNION ALL SELECT DISTINCT 'DROP MACRO ' || CASE WHEN function_type = 'table_macr
 UNION ALL SELECT 'DROP SEQUENCE IF EXISTS ' || sequence_name || ' CASCADE' FROM duckdb_sequences() WHERE database_name = current_database()`
 
 func objects(ctx context.Context, c *client.Conn) ([]string, error) {
-	rows, err := c.Query(ctx, objectsQuery)
+	rows, err := queryRows(ctx, c, objectsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("list objects: %w", err)
 	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		v, err := rows.Values()
-		if err != nil {
-			return nil, fmt.Errorf("list objects: %w", err)
-		}
+	for _, v := range rows {
 		if s, ok := v[0].(string); ok {
 			out = append(out, s)
 		}
+	}
+	return out, nil
+}
+
+// queryRows returns every row sql yields on c.
+func queryRows(ctx context.Context, c *client.Conn, sql string) ([][]any, error) {
+	rows, err := c.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
