@@ -411,10 +411,10 @@ func TestSnapshotSequencesAtItsIndex(t *testing.T) {
 func TestSnapshotKeepsCurrval(t *testing.T) {
 	f := openFSM(t, openDB(t, t.TempDir()))
 	cmds := []string{
-		"CREATE SEQUENCE sq START WITH 10 INCREMENT BY 3", "CREATE SEQUENCE unused", "CREATE SCHEMA s",
-		"CREATE SEQUENCE s.cyc MINVALUE 1 MAXVALUE 2 CYCLE",
+		"CREATE SEQUENCE sq START WITH 10 INCREMENT BY 3", "CREATE SEQUENCE unused", `CREATE SCHEMA "s.x"`,
+		`CREATE SEQUENCE "s.x".cyc MINVALUE 1 MAXVALUE 2 CYCLE`,
 		"CREATE TABLE t(id INTEGER, v BIGINT DEFAULT currval('sq'))",
-		"SELECT nextval('sq'), nextval('sq'), nextval('s.cyc'), nextval('s.cyc')",
+		`SELECT nextval('sq'), nextval('sq'), nextval('"s.x".cyc'), nextval('"s.x".cyc')`,
 	}
 	applyEach(t, f, 1, cmds...)
 	g := restoredCopy(t, f)
@@ -427,7 +427,7 @@ func TestSnapshotKeepsCurrval(t *testing.T) {
 	// give the same rows.
 	next := []string{
 		"INSERT INTO t(id) VALUES (1)",
-		"INSERT INTO t VALUES (2, nextval('sq')), (3, nextval('s.cyc')), (4, nextval('s.cyc')), (5, nextval('unused'))",
+		`INSERT INTO t VALUES (2, nextval('sq')), (3, nextval('"s.x".cyc')), (4, nextval('"s.x".cyc')), (5, nextval('unused'))`,
 	}
 	for _, n := range []*fsm{f, g} {
 		applyEach(t, n, uint64(len(cmds)+1), next...)

@@ -137,7 +137,7 @@ var (
 		UNION ALL SELECT sequence_oid, schema_name, CASE WHEN last_value IS NULL THEN sql ELSE
 			'CREATE SEQUENCE ' || ` + qi("sequence_name") + ` || ' START WITH ' || last_value || ' INCREMENT BY ' || increment_by ||
 			' MINVALUE ' || min_value || ' MAXVALUE ' || max_value || CASE WHEN cycle THEN ' CYCLE' ELSE ' NO CYCLE' END || ';' ||
-			' SELECT nextval(' || ` + ql("schema_name || '.' || " + qi("sequence_name")) + ` || ')' END
+			' SELECT nextval(' || ` + ql(qi("schema_name")+" || '.' || "+qi("sequence_name")) + ` || ')' END
 			FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
 		UNION ALL SELECT function_oid, schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
@@ -432,7 +432,7 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 			if rd.err != nil {
 				break
 			}
-			if _, err := conn.Exec(ctx, "SET schema = "+sqlquote.Literal(s)); err != nil {
+			if _, err := conn.Exec(ctx, "SET schema = "+sqlquote.Literal(sqlquote.Ident(s))); err != nil {
 				return 0, fmt.Errorf("restore: set schema %s: %w", s, err)
 			}
 			if _, err := conn.Exec(ctx, sql); err != nil {
