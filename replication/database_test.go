@@ -28,15 +28,20 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestOpenDatabaseAfterUnreplayableWAL: DuckDB 1.5.6 cannot replay an ALTER
-// TABLE that stores an expression; a node killed after one must still start,
-// at its last checkpoint, for Raft to replay the rest.
+// TestOpenDatabaseAfterUnreplayableWAL: DuckDB cannot replay some ALTER
+// TABLEs that store an expression (1.5.6 none of these, 2.0.0 the change of
+// type); a node killed after one must still start, at its last checkpoint,
+// for Raft to replay the rest.
 func TestOpenDatabaseAfterUnreplayableWAL(t *testing.T) {
-	for _, sql := range []string{
-		"ALTER TABLE r ALTER COLUMN i SET DEFAULT 1 + 2",
-		"ALTER TABLE r ADD COLUMN d INTEGER DEFAULT abs(1)",
-		"ALTER TABLE r ALTER COLUMN i TYPE BIGINT USING abs(i)",
+	for _, tc := range []struct {
+		sql     string
+		replays bool
+	}{
+		{"ALTER TABLE r ALTER COLUMN i SET DEFAULT 1 + 2", true},
+		{"ALTER TABLE r ADD COLUMN d INTEGER DEFAULT abs(1)", true},
+		{"ALTER TABLE r ALTER COLUMN i TYPE BIGINT USING abs(i)", false},
 	} {
+		sql := tc.sql
 		t.Run(sql, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "duckraft.db")
 			if err := execOn(path, "CREATE TABLE r(i INTEGER); INSERT INTO r VALUES (7)", true); err != nil {
@@ -67,8 +72,8 @@ func TestOpenDatabaseAfterUnreplayableWAL(t *testing.T) {
 				t.Fatalf("the checkpointed row: %v, %v", row, err)
 			}
 			aside, _ := filepath.Glob(path + ".wal.unreplayable-*")
-			if len(aside) != 1 {
-				t.Fatalf("the unreplayable WAL should be kept aside, found %v", aside)
+			if tc.replays != (len(aside) == 0) {
+				t.Fatalf("DuckDB replays it: %v; WALs set aside: %v", tc.replays, aside)
 			}
 		})
 	}

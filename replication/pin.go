@@ -31,11 +31,18 @@ const pinnedTimeZone = "UTC"
 // logging on.
 var pinnedSettings = []string{
 	// The language.
-	"Calendar", "default_collation", "default_null_order", "default_order", "deprecated_using_key_syntax",
+	"Calendar", "default_collation", "default_null_order", "default_order",
 	"disable_timestamptz_casts", "errors_as_json", "ieee_floating_point_ops", "integer_division",
 	"lambda_syntax", "max_expression_depth", "old_implicit_casting", "order_by_non_integer_literal",
 	"pivot_filter_threshold", "pivot_limit", "preserve_identifier_case", "preserve_insertion_order",
 	"scalar_subquery_error_on_multiple_rows", "catalog_error_max_schemas", "binary_as_string",
+	// New in DuckDB 2.0: the dialect, and rules that decide whether a
+	// statement fails. (current_dialect and active_grammar_extensions name
+	// what extensions install, and read back as values DuckDB refuses.)
+	"dialect_compatibility_mode",
+	"error_on_division_by_zero", "regex_match_operator_semantics", "table_function_identifier_conversion",
+	"legacy_disable_null_type", "json_geometry_format", "default_transaction_invalidation_policy",
+	"max_execution_time",
 	// Name and file resolution, and what a view or macro depends on
 	// (schema is search_path's alias: setting it sets search_path).
 	"search_path", "file_search_path", "home_directory",
@@ -47,6 +54,7 @@ var pinnedSettings = []string{
 	"immediate_transaction_mode", "write_buffer_row_group_count", "partitioned_write_flush_threshold",
 	"partitioned_write_max_open_files", "debug_force_external", "debug_force_no_cross_product",
 	"debug_window_mode", "debug_asof_iejoin", "debug_physical_table_scan_execution_strategy",
+	"delim_join_as_cte", "approximate_join_order_threshold", "enable_optimizer",
 }
 
 // pinnedValues are pinned at these values rather than DuckDB's default.

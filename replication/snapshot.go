@@ -132,7 +132,7 @@ var (
 		SELECT oid, 'main' AS schema_name, 'CREATE SCHEMA ' || ` + qi("schema_name") + ` AS ddl FROM duckdb_schemas()
 			WHERE NOT internal AND` + current + `
 		UNION ALL SELECT type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
-			list_aggregate(list_transform(labels, l -> '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
+			list_aggregate(list_transform(labels, lambda l: '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
 			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + `
 		UNION ALL SELECT sequence_oid, schema_name, CASE WHEN last_value IS NULL THEN sql ELSE
 			'CREATE SEQUENCE ' || ` + qi("sequence_name") + ` || ' START WITH ' || last_value || ' INCREMENT BY ' || increment_by ||

@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -75,7 +76,7 @@ var clockKeywords = map[string]bool{
 
 // sequenceFuncs change or read sequences, which are database state: applied
 // in log order they give every replica the same values.
-var sequenceFuncs = map[string]bool{"nextval": true, "currval": true}
+var sequenceFuncs = map[string]bool{"nextval": true, "currval": true, "setval": true}
 
 // sessionFuncs read or change state of the client's session, which the
 // replicas do not have. Besides the clock and txid_current, they are what
@@ -799,4 +800,33 @@ func ReadsRows(sql string) bool {
 		return true
 	}
 	return false
+}
+
+// Names lists, lower-cased and without repeats, the functions sql calls
+// (clock keywords written without parentheses included) and every word of
+// it that may name a view or macro. Callers look those definitions up:
+// DuckDB 2.0's binder folds a call whose arguments are constant into a
+// constant, so a bound plan no longer shows a clock or session function
+// hidden in a macro or view (routing/analyze). Text the lexer cannot split
+// gives an error.
+func Names(sql string) (calls, words []string, err error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	sig := SignificantTokens(toks)
+	for k, t := range sig {
+		if t.Kind != TokIdent && t.Kind != TokQuotedIdent {
+			continue
+		}
+		name := funcName(t)
+		isCall := k+1 < len(sig) && sig[k+1].IsPunct('(')
+		if (isCall || (t.Kind == TokIdent && clockKeywords[name])) && !slices.Contains(calls, name) {
+			calls = append(calls, name)
+		}
+		if !slices.Contains(words, name) {
+			words = append(words, name)
+		}
+	}
+	return calls, words, nil
 }

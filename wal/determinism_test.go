@@ -16,12 +16,12 @@ import (
 // day, so that a replica in a zone ahead of UTC would see another date.
 var leaderTime = time.Date(2026, 11, 30, 20, 11, 50, 123456789, time.UTC)
 
-// testVolatile is what DuckDB 1.5 lists as VOLATILE.
+// testVolatile is what DuckDB 2.0 lists as VOLATILE.
 var testVolatile = Volatile{
 	"current_connection_id": true, "current_query": true, "current_query_id": true,
 	"current_transaction_id": true, "currval": true, "error": true, "gen_random_uuid": true,
-	"nextval": true, "random": true, "setseed": true, "sleep_ms": true, "stats": true,
-	"uuid": true, "uuidv4": true, "uuidv7": true, "write_log": true,
+	"nextval": true, "random": true, "setseed": true, "setval": true, "sleep_ms": true, "stats": true,
+	"uuid": true, "uuidv4": true, "uuidv7": true, "vector_type": true, "write_log": true,
 }
 
 func TestDeterministicRewrite(t *testing.T) {
@@ -347,6 +347,20 @@ func TestReplicasAgree(t *testing.T) {
 			},
 			check: "SELECT * FROM n ORDER BY ALL",
 			want:  []string{"10 | 1", "11 | 2", "12 | 3", "13 | 4", "14 | 5", "1500 | 9"},
+		},
+		{
+			// setval (DuckDB 2.0) sets the sequence on the node that runs
+			// it, so it runs on every node, as nextval does.
+			name:  "setval in log order",
+			setup: []string{"CREATE SEQUENCE s", "CREATE TABLE n (id BIGINT, x INT)"},
+			writes: []string{
+				"SELECT setval('s', 41)",
+				"INSERT INTO n VALUES (nextval('s'), 1)",
+				"INSERT INTO n VALUES (setval('s', 100), 2)",
+				"INSERT INTO n SELECT nextval('s'), 3",
+			},
+			check: "SELECT * FROM n ORDER BY ALL",
+			want:  []string{"42 | 1", "100 | 2", "101 | 3"},
 		},
 		{
 			name:  "random and uuid materialized",

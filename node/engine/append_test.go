@@ -112,7 +112,7 @@ func TestAppendErrors(t *testing.T) {
 		mutate func(*wire.DataChunk)
 		want   string
 	}{
-		{"missing table", "nope", nil, `append to main.nope: Catalog Error: Table ".main.nope" could not be found`},
+		{"missing table", "nope", nil, `append to main.nope: Catalog Error: Table '"".main.nope' could not be found`},
 		{"column count", "t", func(ch *wire.DataChunk) { ch.Columns = ch.Columns[:1] }, "table has 2 columns, chunk has 1"},
 		{"uncastable", "t", func(ch *wire.DataChunk) {
 			ch.Columns[0] = stringVector(3, func(int) string { return "abc" }, nil)

@@ -29,7 +29,7 @@ func queryInt64(t *testing.T, c *Conn, sql string) int64 {
 
 func TestOpen(t *testing.T) {
 	db := openTest(t)
-	if db.Version() != "v1.5.6" {
+	if db.Version() != "v2.0.0" {
 		t.Errorf("version %q", db.Version())
 	}
 	if want := runtime.GOOS + "_" + runtime.GOARCH; db.Platform() != want {

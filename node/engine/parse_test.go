@@ -43,12 +43,13 @@ func TestParse(t *testing.T) {
 		{sql: "PIVOT t ON b IN ('x') USING sum(a)", n: 1, sel: true, funcs: []string{"sum"}},
 		{sql: "INSERT INTO t VALUES (nextval('s'))", n: 1},
 		{sql: "SELECT 1; INSERT INTO t VALUES (';'); -- x;\n COMMIT", n: 3},
-		// DuckDB first creates an ENUM of b's values: two statements.
-		{sql: "PIVOT t ON b USING sum(a)", n: 2},
+		// DuckDB 1.5 first created an ENUM of b's values, in a statement of
+		// its own; 2.0 plans it as one statement, still not a plain SELECT.
+		{sql: "PIVOT t ON b USING sum(a)", n: 1},
 		{sql: "SELECT 'a;b', $$c;d$$ /* ; */", n: 1, sel: true},
 		{sql: " ; -- nothing\n", n: 0, sel: true},
 		{sql: "SELEC 1", errMsg: "syntax error"},
-		{sql: "SELECT * INTO t2 FROM t", errMsg: "SELECT INTO not supported"},
+		{sql: "SELECT * INTO t2 FROM t", errMsg: "syntax error at or near \"INTO\""},
 		{sql: "INSERT INTO t VALUES (1; SELECT 2", errMsg: "syntax error"},
 		{sql: "SELECT 1 -- \x00\n, nextval('s')", errMsg: "NUL byte"},
 	} {

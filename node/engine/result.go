@@ -127,7 +127,9 @@ func newResult(ctx context.Context, c *Conn, q *query, stmt bindings.PreparedSta
 		q:     q,
 		stmt:  stmt,
 		res:   res,
-		stype: statementTypes[bindings.ResultStatementType(res)],
+		// The prepared statement's type: DuckDB 2.0 reports EXECUTE as the
+		// type of every prepared statement's result.
+		stype: statementTypes[bindings.PreparedStatementType(stmt)],
 		// Read before any fetch: for INSERT, UPDATE and DELETE DuckDB
 		// answers from the (materialized) count row.
 		changed: int64(bindings.RowsChanged(&res)),

@@ -94,6 +94,15 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 	if err != nil {
 		return Analysis{}, err
 	}
+	defined, err := definedCalls(ctx, c, sql)
+	if err != nil {
+		return Analysis{}, err
+	}
+	for _, name := range defined {
+		if !slices.Contains(an.Calls, name) {
+			an.Calls = append(an.Calls, name)
+		}
+	}
 	// Which scan of rowid is the user's the plan does not say (an alias
 	// hides it, and a write's own scan of its target reads it anyway): the
 	// text naming it does.
@@ -168,7 +177,7 @@ func (w *walker) walk(v any) {
 	case map[string]any:
 		switch str(v["expression_class"]) {
 		case "BOUND_FUNCTION", "BOUND_AGGREGATE", "BOUND_WINDOW":
-			if name := strings.ToLower(str(v["name"])); name != "" && !slices.Contains(w.an.Calls, name) {
+			if name := planName(v); name != "" && !slices.Contains(w.an.Calls, name) {
 				w.an.Calls = append(w.an.Calls, name)
 			}
 		}
@@ -196,7 +205,7 @@ func (w *walker) walk(v any) {
 
 // get notes what a LOGICAL_GET scans.
 func (w *walker) get(v map[string]any) {
-	name := strings.ToLower(str(v["name"]))
+	name := planName(v)
 	if name != "seq_scan" && name != "" && !slices.Contains(w.an.TableFunctions, name) {
 		w.an.TableFunctions = append(w.an.TableFunctions, name)
 	}
@@ -266,6 +275,18 @@ func contains(v any, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// planName is the lower-case name of the function a plan node calls or
+// scans: the last part of its qualified name (qname, e.g. system.main.random
+// or seq_scan).
+func planName(v map[string]any) string {
+	q, _ := v["qname"].(map[string]any)
+	path, _ := q["path"].([]any)
+	if len(path) == 0 {
+		return ""
+	}
+	return strings.ToLower(str(path[len(path)-1]))
 }
 
 func str(v any) string {

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"strings"
 )
 
 // orderAggregates are the aggregates whose result depends on the order
@@ -57,7 +56,7 @@ func scanOrder(v any) string {
 			if name, ok := orderWindows[str(v["type"])]; ok && empty(v["orders"]) {
 				return name + "() over a window without ORDER BY"
 			}
-			if name := strings.ToLower(str(v["name"])); orderAggregates[name] && empty(v["orders"]) && empty(v["arg_orders"]) {
+			if name := planName(v); orderAggregates[name] && empty(v["orders"]) && empty(v["arg_orders"]) {
 				return name + "() over a window without ORDER BY"
 			}
 		}
@@ -119,7 +118,7 @@ func sortedRefs(exprs any) map[string]bool {
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
-			if str(v["expression_class"]) == "BOUND_FUNCTION" && sortFunctions[strings.ToLower(str(v["name"]))] {
+			if str(v["expression_class"]) == "BOUND_FUNCTION" && sortFunctions[planName(v)] {
 				if children, _ := v["children"].([]any); len(children) > 0 {
 					if ref, _ := children[0].(map[string]any); str(ref["expression_class"]) == "BOUND_REF" {
 						out[fmt.Sprint(ref["index"])] = true
@@ -151,7 +150,7 @@ func aggName(e any) string {
 	if str(m["expression_class"]) != "BOUND_AGGREGATE" {
 		return ""
 	}
-	return strings.ToLower(str(m["name"]))
+	return planName(m)
 }
 
 // ordersBy reports whether an aggregate's order_bys orders anything.
@@ -181,7 +180,24 @@ func orderedInput(op map[string]any) bool {
 
 // scansTable reports whether the plan under op scans a stored table.
 func scansTable(op any) bool {
-	return contains(op, "name", "seq_scan")
+	switch v := op.(type) {
+	case map[string]any:
+		if str(v["type"]) == "LOGICAL_GET" && planName(v) == "seq_scan" {
+			return true
+		}
+		for _, c := range v {
+			if scansTable(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range v {
+			if scansTable(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func empty(v any) bool {

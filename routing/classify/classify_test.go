@@ -150,7 +150,10 @@ var classifyTests = []struct {
 	{sql: "SHOW t", want: Read},
 	{sql: "DESCRIBE FROM t", want: Read},
 	{sql: "PIVOT t ON b IN ('x', 'y') USING sum(a)", want: Read},
-	{sql: "SELECT * FROM (PIVOT t ON b USING sum(a))", want: Read}, // DuckDB adds an ENUM statement
+	// DuckDB 2.0 makes one MULTI statement of the ENUM this creates and the
+	// query, which its parser does not show: a write, decided on the leader.
+	{sql: "SELECT * FROM (PIVOT t ON b USING sum(a))", want: Write, lexer: Read},
+	{sql: "SELECT setval('s', 10)", want: Write},
 	{sql: "UNPIVOT t ON b INTO NAME k VALUE v", want: Read},
 	{sql: "FROM query('SELECT a FROM t')", want: Read},
 	{sql: "FROM query('SELECT nextval(''s'')')", want: Write, lexer: Read},
@@ -456,7 +459,9 @@ func Confirm(c Class, t engine.StatementType) error {
 		ok = c == Begin || c == Commit || c == Rollback
 	case engine.StatementSelect, engine.StatementRelation:
 		ok = c == Read || c == Write || c == Session || c == Node
-	case engine.StatementExplain, engine.StatementCopy:
+	case engine.StatementExplain, engine.StatementCopy, engine.StatementMulti:
+		// MULTI: a PIVOT without an IN list, which creates the ENUM of
+		// the values it pivots on before it runs.
 		ok = c == Read || c == Write
 	case engine.StatementCall: // CHECKPOINT runs as CALL checkpoint()
 		ok = c == Read || c == Write || c == Session || c == Node

@@ -50,8 +50,9 @@ func sqlParser() *engine.Parser {
 // reviewed VOLATILE functions with side effects and the table functions
 // that change state.
 var callClasses = map[string]Class{
-	// nextval advances a sequence: replicated state.
-	"nextval": Write,
+	// nextval advances a sequence and setval (DuckDB 2.0) sets it:
+	// replicated state.
+	"nextval": Write, "setval": Write,
 	// setseed seeds the session's random().
 	"setseed": Session,
 	// dbgen and dsdgen (tpch, tpcds extensions) create and fill tables.
@@ -69,11 +70,13 @@ var callClasses = map[string]Class{
 // readEffects are the VOLATILE functions with side effects that change
 // nothing another node or a later statement sees: their side effect is a
 // different answer per call (random, uuid), reading the session (currval,
-// current_query), raising an error, sleeping or logging on this node.
+// current_query), raising an error, sleeping or logging on this node, or
+// reporting how DuckDB holds a value in memory (vector_type).
 var readEffects = map[string]bool{
 	"random": true, "uuid": true, "gen_random_uuid": true, "uuidv4": true, "uuidv7": true,
 	"currval": true, "current_connection_id": true, "current_query": true, "current_query_id": true,
 	"current_transaction_id": true, "error": true, "sleep_ms": true, "stats": true, "write_log": true,
+	"vector_type": true,
 }
 
 // callClass is the class a call of name gives its query. A VOLATILE
@@ -234,14 +237,15 @@ func queryCalls(p *engine.Parser, tree string, depth int) Class {
 
 // classifyQueryArg classifies the first argument of a query('…') call.
 func classifyQueryArg(p *engine.Parser, call map[string]any, depth int) Class {
-	children, _ := call["children"].([]any)
-	if len(children) == 0 {
+	args, _ := call["arguments"].([]any)
+	if len(args) == 0 {
 		return Write
 	}
-	arg, _ := children[0].(map[string]any)
-	value, _ := arg["value"].(map[string]any)
-	text, ok := value["value"].(string)
-	if arg["class"] != "CONSTANT" || !ok {
+	arg, _ := args[0].(map[string]any)
+	expr, _ := arg["expression"].(map[string]any)
+	literal, _ := expr["literal"].(map[string]any)
+	text, ok := literal["text"].(string)
+	if arg["name"] != "" || expr["class"] != "CONSTANT" || literal["kind"] != "STRING" || !ok {
 		return Write
 	}
 	return classifyInner(p, text, depth)
