@@ -332,6 +332,13 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.WithValue(r.Context(), requestHeaderKey{}, r.Header)
 	resp := s.handle(context.WithValue(ctx, clientKey{}, clientHost(r)), h, rest)
+	if resp.header.Type == wire.MsgErrorResponse {
+		// A Q3 client reads the exception type of an error of its
+		// session; the message alone is the same in every generation.
+		if sess := s.session(h.ConnectionID); sess != nil {
+			resp.gen = sess.gen
+		}
+	}
 	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
 		"response", resp.header.Type, "duration", time.Since(start))
 	s.write(w, resp)
@@ -397,12 +404,15 @@ func unknownSession() response {
 	return codedResponse("Invalid connection id", wire.CodeUnknownSession)
 }
 
-// failure is the ERROR_RESPONSE for err, with its code if it has one.
+// failure is the ERROR_RESPONSE for err, with its code if it has one and
+// its DuckDB exception type (which only Q3 bodies carry).
 func failure(err error) response {
+	resp := errorResponse(errorMessage(err))
+	resp.body.(*wire.ErrorResponse).ExceptionType = engine.ExceptionType(err)
 	if ce, ok := errors.AsType[CodedError](err); ok {
-		return codedResponse(errorMessage(err), ce.ErrorCode())
+		resp.code = ce.ErrorCode()
 	}
-	return errorResponse(errorMessage(err))
+	return resp
 }
 
 func success(g wire.Generation) response {

@@ -33,9 +33,16 @@ const DefaultPort = 9494
 type ServerError struct {
 	Message string
 	Code    string
+	// Type is DuckDB's exception type ("Catalog", "Constraint", …), sent by
+	// Q3 servers; empty from Q1 servers.
+	Type string
 }
 
 func (e *ServerError) Error() string { return e.Message }
+
+// ExceptionType implements engine.ExceptionError, so that a node passes a
+// remote node's exception type on to its own client.
+func (e *ServerError) ExceptionType() string { return e.Type }
 
 // WithHeader returns a context whose requests carry h besides their own
 // headers: a duckraft node passes a routed read's requirements this way
@@ -276,7 +283,7 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 		return wire.Header{}, nil, fmt.Errorf("decode %v: %w", rh.Type, err)
 	}
 	if e, ok := msg.(*wire.ErrorResponse); ok {
-		return rh, nil, &ServerError{Message: e.Message, Code: resp.Header.Get(wire.ErrorCodeHeader)}
+		return rh, nil, &ServerError{Message: e.Message, Code: resp.Header.Get(wire.ErrorCodeHeader), Type: e.ExceptionType}
 	}
 	return rh, msg, nil
 }

@@ -17,21 +17,64 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// ExceptionError is an error that names its DuckDB exception type and whose
+// Error text is the raw message: a remote node's error, as its Quack
+// ERROR_RESPONSE carried them.
+type ExceptionError interface {
+	error
+	ExceptionType() string
+}
+
 // RawMessage returns the message without DuckDB's "<Type> Error: " prefix, as
-// the Quack ERROR_RESPONSE carries it. Errors not from DuckDB are returned
-// as their Error text.
+// the Quack ERROR_RESPONSE carries it: of a DuckDB error, or of any other
+// error whose text starts with the prefix of one of DuckDB's exception
+// types. Other errors are returned as their Error text.
 func RawMessage(err error) string {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if !errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
+		if rest, ok := strings.CutPrefix(e.Message, e.Type+" Error: "); ok {
+			return rest
+		}
+		return e.Message
+	}
+	if _, ok := errors.AsType[ExceptionError](err); ok {
 		return err.Error()
 	}
-	if rest, ok := strings.CutPrefix(e.Message, e.Type+" Error: "); ok {
+	if _, rest := splitPrefix(err.Error()); rest != "" {
 		return rest
 	}
-	return e.Message
+	return err.Error()
+}
+
+// ExceptionType names err's DuckDB exception type as
+// Exception::ExceptionTypeToString does ("Catalog", "Constraint", …), which
+// a Q3 ERROR_RESPONSE carries so that a DuckDB 2.0 client raises the same
+// exception: the type of a DuckDB error, of an ExceptionError, or of a
+// message in DuckDB's form "<Type> Error: …". Other errors have none ("").
+func ExceptionType(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Type
+	}
+	if e, ok := errors.AsType[ExceptionError](err); ok {
+		return e.ExceptionType()
+	}
+	if err == nil {
+		return ""
+	}
+	typ, _ := splitPrefix(err.Error())
+	return typ
+}
+
+// splitPrefix splits a message in DuckDB's form "<Type> Error: <rest>" for
+// one of DuckDB's exception types; otherwise both are "".
+func splitPrefix(msg string) (typ, rest string) {
+	prefix, rest, ok := strings.Cut(msg, " Error: ")
+	if !ok || !knownErrorTypes[prefix] {
+		return "", ""
+	}
+	return prefix, rest
 }
 
 // IsInterrupt reports whether err says that DuckDB interrupted the query.
@@ -48,7 +91,7 @@ func newError(msg string, code bindings.ErrorType) *Error {
 	if msg == "" {
 		msg = "unknown DuckDB error"
 	}
-	if prefix, _, ok := strings.Cut(msg, " Error: "); ok && knownErrorTypes[prefix] {
+	if prefix, _ := splitPrefix(msg); prefix != "" {
 		return &Error{Type: prefix, Message: msg}
 	}
 	if code == bindings.ErrorTypeInvalid {

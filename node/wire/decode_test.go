@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,9 +105,36 @@ func TestQ1PrepareWithQueryUUID(t *testing.T) {
 
 func TestErrorResponseIgnoresTrailingFields(t *testing.T) {
 	msg := append(AppendHeader(nil, Header{Type: MsgErrorResponse}), hx(t, "01 00 02 68 69  02 00 03 61 62 63 03 00 01 FF FF")...)
-	_, m, err := DecodeMessage(msg, Q3, Limits{})
+	_, m, err := DecodeMessage(msg, Q1, Limits{})
 	if err != nil || m.(*ErrorResponse).Message != "hi" {
 		t.Errorf("%+v %v", m, err)
+	}
+	msg = append(AppendHeader(nil, Header{Type: MsgErrorResponse}), hx(t, "01 00 02 68 69  05 00 01 FF FF")...)
+	if _, m, err := DecodeMessage(msg, Q3, Limits{}); err != nil || m.(*ErrorResponse).Message != "hi" {
+		t.Errorf("Q3 with a later field: %+v %v", m, err)
+	}
+}
+
+// TestErrorResponseQ3 decodes the typed error of a DuckDB 2.0 server, as
+// third-party codecs tested against one write it: message (1), exception
+// type (2), extra information as key/value objects (3), must-invalidate (4).
+func TestErrorResponseQ3(t *testing.T) {
+	body := hx(t, "01 00 05 6E 6F 20 74 62"+ // "no tb"
+		" 02 00 07 43 61 74 61 6C 6F 67"+ // "Catalog"
+		" 03 00 01 00 00 04 6E 61 6D 65 01 00 02 74 62 FF FF"+ // {name: tb}
+		" 04 00 01 FF FF")
+	_, m, err := DecodeMessage(append(AppendHeader(nil, Header{Type: MsgErrorResponse}), body...), Q3, Limits{})
+	want := &ErrorResponse{Message: "no tb", ExceptionType: "Catalog", ExtraInfo: map[string]string{"name": "tb"}, MustInvalidate: true}
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Fatalf("decoded %+v, %v; want %+v", m, err, want)
+	}
+	got, err := AppendMessage(nil, Q3, Header{Type: MsgErrorResponse}, want)
+	if err != nil || !bytes.Equal(got, append(AppendHeader(nil, Header{Type: MsgErrorResponse}), body...)) {
+		t.Errorf("encoded % x, %v", got, err)
+	}
+	q1, _ := AppendMessage(nil, Q1, Header{Type: MsgErrorResponse}, want)
+	if !bytes.Equal(q1, append(AppendHeader(nil, Header{Type: MsgErrorResponse}), hx(t, "01 00 05 6E 6F 20 74 62 FF FF")...)) {
+		t.Errorf("Q1 body % x: a Q1 error carries the message only", q1)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 )
 
@@ -220,9 +221,16 @@ type ProgressResponse struct {
 	Progress float64
 }
 
-// ErrorResponse (100) carries the raw DuckDB error message.
+// ErrorResponse (100) carries the raw DuckDB error message (without the
+// "<Type> Error: " prefix). From Q3 on it also names the exception type
+// (Exception::ExceptionTypeToString: "Catalog", "Constraint", …), which a
+// DuckDB 2.0 client raises again, extra information and whether the
+// server's database must be invalidated; a Q1 body has the message only.
 type ErrorResponse struct {
-	Message string
+	Message        string
+	ExceptionType  string
+	ExtraInfo      map[string]string
+	MustInvalidate bool
 }
 
 // SuccessResponse (10) has no fields.
@@ -508,6 +516,28 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Progress))
 	case *ErrorResponse:
 		b = defString(b, 1, m.Message)
+		if g != Q3 {
+			break
+		}
+		b = defString(b, 2, m.ExceptionType)
+		if len(m.ExtraInfo) > 0 {
+			keys := make([]string, 0, len(m.ExtraInfo))
+			for k := range m.ExtraInfo {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			b = appendField(b, 3)
+			b = binary.AppendUvarint(b, uint64(len(keys)))
+			for _, k := range keys {
+				b = defString(b, 0, k)
+				b = defString(b, 1, m.ExtraInfo[k])
+				b = appendEnd(b)
+			}
+		}
+		if m.MustInvalidate {
+			b = appendField(b, 4)
+			b = append(b, 1)
+		}
 	case *SuccessResponse, *DisconnectMessage, *HeartbeatRequest, *ProgressRequest:
 	default:
 		return b, errorf(ErrUnsupportedMessage, "body %T", body)
@@ -829,11 +859,59 @@ func (d *decoder) body(g Generation, m Message) error {
 				return err
 			}
 		}
+		if g == Q3 {
+			if err := decodeErrorDetails(r, m); err != nil {
+				return err
+			}
+		}
+		// Fields a later server adds are ignored: the message is what
+		// matters, and an error must not be lost to a decode error.
 		r.Skip()
 	default: // messages without fields
 		err = r.ExpectEnd()
 	}
 	return err
+}
+
+// decodeErrorDetails reads the Q3 fields of an ERROR_RESPONSE after the
+// message: exception type, extra information (a list of key/value
+// objects) and the must-invalidate flag.
+func decodeErrorDetails(r *Reader, m *ErrorResponse) (err error) {
+	if r.OptionalField(2) {
+		if m.ExceptionType, err = r.ReadString(); err != nil {
+			return err
+		}
+	}
+	if r.OptionalField(3) {
+		n, err := r.ReadCount(2)
+		if err != nil {
+			return err
+		}
+		m.ExtraInfo = make(map[string]string, n)
+		for range n {
+			var k, v string
+			if r.OptionalField(0) {
+				if k, err = r.ReadString(); err != nil {
+					return err
+				}
+			}
+			if r.OptionalField(1) {
+				if v, err = r.ReadString(); err != nil {
+					return err
+				}
+			}
+			if err := r.ExpectEnd(); err != nil {
+				return err
+			}
+			m.ExtraInfo[k] = v
+		}
+	}
+	if r.OptionalField(4) {
+		if m.MustInvalidate, err = r.ReadBool(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fieldFunc decodes one schema field (or nothing, for an omitted "def"

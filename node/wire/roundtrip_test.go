@@ -321,7 +321,9 @@ func TestGeneratedMessagesRoundTrip(t *testing.T) {
 				&SendDataRequest{StreamID: "id", Chunks: []*DataChunk{chunk(g), chunk(g)}, BatchIndex: Idx(1)},
 				&SendDataRequest{StreamID: "id", TotalBatches: Idx(1)},
 				&FetchResponse{TotalBatches: Idx(2)},
-				&SendDataResponse{RowCount: Idx(5)}, &Acknowledgement{UUID: u}, &HeartbeatRequest{})
+				&SendDataResponse{RowCount: Idx(5)}, &Acknowledgement{UUID: u}, &HeartbeatRequest{},
+				&ErrorResponse{Message: "m", ExceptionType: "Catalog"},
+				&ErrorResponse{Message: "m", ExceptionType: "FATAL", ExtraInfo: map[string]string{"a": "1", "b": ""}, MustInvalidate: true})
 		}
 		for _, m := range msgs {
 			b, err := AppendMessage(nil, g, Header{ConnectionID: "C", ClientQueryID: Idx(1)}, m)
