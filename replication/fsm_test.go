@@ -507,3 +507,4 @@ func restoredCopy(t *testing.T, f *fsm) *fsm {
 	}
 	return g
 }
+

@@ -25,6 +25,10 @@ import (
 // same client transaction creates. Callers fall back to the lexer's rules.
 var ErrUnbound = errors.New("analyze: DuckDB cannot bind the statement here")
 
+// ErrUnsupported reports a statement DuckDB runs that a cluster cannot
+// replicate yet.
+var ErrUnsupported = errors.New("duckraft: not supported in a cluster")
+
 // rowidIndex is the column index DuckDB's plan gives the rowid
 // pseudo-column (COLUMN_IDENTIFIER_ROW_ID, 2^64-1).
 const rowidIndex = "18446744073709551615"
@@ -61,6 +65,9 @@ type Analysis struct {
 	// are stored in, which is not the same on every replica (see
 	// scanOrder), or is empty.
 	ScanOrder string
+	// NestedSchema is set for a CREATE SCHEMA of a schema inside another
+	// (DuckDB 2.0's CREATE SCHEMA s.child).
+	NestedSchema bool
 }
 
 // Analyzer binds statements against a database's catalog, each on a
@@ -152,6 +159,7 @@ func fromPlan(text string) (Analysis, scanFacts, error) {
 	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
 	w.walk(top)
 	w.an.ScanOrder = scanOrder(top)
+	w.an.NestedSchema = w.an.Operator == "LOGICAL_CREATE_SCHEMA" && nestedSchema(top)
 	children, _ := top["children"].([]any)
 	w.an.Query = len(children) > 0
 	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
@@ -275,6 +283,16 @@ func contains(v any, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// nestedSchema reports whether a LOGICAL_CREATE_SCHEMA creates a schema in
+// another: its qualified name is the catalog, the schema path and an empty
+// last part, so a top-level schema has three parts.
+func nestedSchema(top map[string]any) bool {
+	info, _ := top["info"].(map[string]any)
+	q, _ := info["qualified_name"].(map[string]any)
+	path, _ := q["path"].([]any)
+	return len(path) > 3
 }
 
 // planName is the lower-case name of the function a plan node calls or

@@ -29,6 +29,9 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		an = TextAnalysis(plan.SQL)
 	case err != nil:
 		return wal.Plan{}, err
+	case an.NestedSchema:
+		return wal.Plan{}, fmt.Errorf("%w: nested schemas (CREATE SCHEMA parent.child): a snapshot cannot restore them yet; "+
+			"create a schema at the top level", ErrUnsupported)
 	}
 	v, err := an.Check(volatile)
 	if err != nil {
