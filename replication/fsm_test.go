@@ -507,4 +507,3 @@ func restoredCopy(t *testing.T, f *fsm) *fsm {
 	}
 	return g
 }
-

@@ -122,11 +122,11 @@ type Result struct {
 // newResult takes ownership of stmt and res.
 func newResult(ctx context.Context, c *Conn, q *query, stmt bindings.PreparedStatement, res bindings.Result) (*Result, error) {
 	r := &Result{
-		ctx:   ctx,
-		c:     c,
-		q:     q,
-		stmt:  stmt,
-		res:   res,
+		ctx:  ctx,
+		c:    c,
+		q:    q,
+		stmt: stmt,
+		res:  res,
 		// The prepared statement's type: DuckDB 2.0 reports EXECUTE as the
 		// type of every prepared statement's result.
 		stype: statementTypes[bindings.PreparedStatementType(stmt)],
