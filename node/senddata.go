@@ -119,7 +119,9 @@ func (s *Server) sendData(ctx context.Context, sess *Session, req *wire.SendData
 }
 
 // applyStream appends the batches in order inside one transaction, so the
-// insert is all or nothing as a single statement would be.
+// insert is all or nothing as a single statement would be: the client's own
+// when it has one open (DuckDB 2.0's CREATE TABLE … AS creates the table in
+// it first), which it then commits or rolls back.
 func (s *Server) applyStream(ctx context.Context, sess *Session, st *dataStream, indexes []uint64) (int64, error) {
 	sess.exec.Lock()
 	defer sess.exec.Unlock()
@@ -132,21 +134,28 @@ func (s *Server) applyStream(ctx context.Context, sess *Session, st *dataStream,
 		r.Close()
 		return nil
 	}
-	if err := exec("BEGIN TRANSACTION"); err != nil {
-		return 0, err
+	own := !s.cfg.Executor.InTransaction(sess)
+	if own {
+		if err := exec("BEGIN TRANSACTION"); err != nil {
+			return 0, err
+		}
 	}
 	var rows int64
 	for _, k := range indexes {
 		for _, c := range st.batches[k] {
 			if err := s.cfg.Executor.Append(ctx, sess, st.schema, st.table, c); err != nil {
-				exec("ROLLBACK")
+				if own {
+					exec("ROLLBACK")
+				}
 				return 0, err
 			}
 			rows += int64(c.Rows)
 		}
 	}
-	if err := exec("COMMIT"); err != nil {
-		return 0, err
+	if own {
+		if err := exec("COMMIT"); err != nil {
+			return 0, err
+		}
 	}
 	return rows, nil
 }

@@ -48,6 +48,9 @@ const (
 type Executor interface {
 	Query(ctx context.Context, s *Session, sql string) (Rows, error)
 	Append(ctx context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error
+	// InTransaction reports whether the session has a transaction open,
+	// which a Q3 insert stream joins rather than opening its own.
+	InTransaction(s *Session) bool
 }
 
 // A SessionEnder is an Executor that keeps state per session beyond the
@@ -89,6 +92,9 @@ func (LocalExecutor) Query(ctx context.Context, s *Session, sql string) (Rows, e
 	}
 	return res, nil
 }
+
+// InTransaction implements Executor.
+func (LocalExecutor) InTransaction(s *Session) bool { return s.Conn().InTransaction() }
 
 // Append implements Executor.
 func (LocalExecutor) Append(_ context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error {

@@ -292,3 +292,42 @@ func TestManyConcurrentClients(t *testing.T) {
 		t.Errorf("%d sessions open, want 1 (the setup connection)", n)
 	}
 }
+
+// TestAppendInsideTransaction: DuckDB 2.0's CREATE TABLE … AS runs the
+// CREATE TABLE in the remote transaction it opened, then streams the rows
+// on the same connection, and commits (or rolls back) later. The insert
+// joins that transaction instead of opening one of its own.
+func TestAppendInsideTransaction(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	for _, end := range []string{"COMMIT", "ROLLBACK"} {
+		t.Run(end, func(t *testing.T) {
+			c := connect(t, addr, wire.Q3)
+			table := "ctas_" + strings.ToLower(end)
+			chunk, err := wire.ChunkFromRows([]wire.LogicalType{{ID: wire.TypeInteger}}, [][]any{{int32(1)}, {int32(2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec(t, c, "BEGIN TRANSACTION")
+			exec(t, c, "CREATE TABLE "+table+"(i INTEGER)")
+			if err := c.Append(context.Background(), "main", table, chunk); err != nil {
+				t.Fatalf("append inside the client's transaction: %v", err)
+			}
+			exec(t, c, end)
+			other := connect(t, addr, wire.Q3)
+			rows, err := other.Query(context.Background(), "SELECT count(*) FROM "+table)
+			switch {
+			case end == "COMMIT" && err != nil:
+				t.Fatal(err)
+			case end == "COMMIT":
+				defer rows.Close()
+				rows.Next()
+				if v, _ := rows.Values(); v[0] != int64(2) {
+					t.Fatalf("committed rows: %v", v)
+				}
+			case err == nil:
+				rows.Close()
+				t.Fatal("the rolled back table exists")
+			}
+		})
+	}
+}

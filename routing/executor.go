@@ -294,6 +294,10 @@ func (e *Executor) Append(ctx context.Context, s *node.Session, schema, table st
 	return err
 }
 
+// InTransaction implements node.Executor: the session's transaction is the
+// one the router collects until COMMIT.
+func (e *Executor) InTransaction(s *node.Session) bool { return e.state(s).openTxn() != nil }
+
 // EndSession implements node.SessionEnder: the session's sessions on other
 // nodes end with it.
 func (e *Executor) EndSession(s *node.Session) {
