@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,24 +13,18 @@ import (
 	"github.com/duckraft/duckraft/node/wire"
 )
 
-// The catalog loads a DuckDB 2.0 client sends at ATTACH, as it words them
-// (quack-2.0.md §4.2).
-const (
-	attachSchemasQ3 = "\nWITH RECURSIVE schema_tree AS (\n" +
-		"\tSELECT oid, database_name, [schema_name] AS schema_path\n" +
-		"\tFROM duckdb_schemas()\n" +
-		"\tWHERE parent_schema_oid IS NULL\n" +
-		"\tUNION ALL\n" +
-		"\tSELECT nested.oid, nested.database_name, list_append(parent.schema_path, nested.schema_name)\n" +
-		"\tFROM duckdb_schemas() nested\n" +
-		"\tJOIN schema_tree parent ON nested.parent_schema_oid = parent.oid\n" +
-		")\n" +
-		"SELECT oid, database_name, schema_path, current_database()\n" +
-		"FROM schema_tree\n" +
-		"WHERE database_name NOT IN ('system', 'temp')\n" +
-		"ORDER BY (database_name = current_database()) DESC, database_name, length(schema_path), schema_path\n\t"
-	attachTablesQ3 = "\nSELECT schema_oid, sql, 'table'\nFROM duckdb_tables()\nUNION ALL\nSELECT schema_oid, view_name, 'view'\nFROM duckdb_views()\n\t"
-)
+// attachQueries are the catalog loads a DuckDB 2.0 client sends at ATTACH.
+func attachQueries(t *testing.T) (schemas, tables string) {
+	t.Helper()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "duckdb-2.0", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return read("attach-schemas.sql"), read("attach-tables.sql")
+}
 
 // TestAttachCatalogQ3 answers DuckDB 2.0's catalog loads without hidden
 // schemas and temporary objects, with schema keys that two servers whose
@@ -42,6 +38,7 @@ func TestAttachCatalogQ3(t *testing.T) {
 		{"CREATE TABLE t(j VARCHAR)", "CREATE VIEW v AS SELECT 1 AS one", "CREATE SCHEMA s",
 			"CREATE TABLE s.st(i INTEGER)", "CREATE SCHEMA _meta", "CREATE TABLE _meta.applied(i INTEGER)"},
 	}
+	attachSchemasQ3, attachTablesQ3 := attachQueries(t)
 	var answers [][]string
 	for _, setup := range setups {
 		addr, _ := startServer(t, hide)

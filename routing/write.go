@@ -152,7 +152,9 @@ func (e *Executor) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Re
 }
 
 // APIError gives a replication error its nodeapi code, so the node that
-// asked knows whether to retry; other errors are returned unchanged.
+// asked knows whether to retry, and a DuckDB error its exception type and
+// raw message, so the node that asked answers its client as this one
+// would; other errors are returned unchanged.
 func APIError(err error) error {
 	switch {
 	case err == nil:
@@ -163,6 +165,8 @@ func APIError(err error) error {
 		return nodeapi.Errorf(nodeapi.CodeUnknownOutcome, "%v", err)
 	case errors.Is(err, replication.ErrNoSuchVoter):
 		return nodeapi.Errorf(nodeapi.CodeNoSuchVoter, "%v", err)
+	case engine.ExceptionType(err) != "":
+		return &nodeapi.Error{Code: nodeapi.CodeFailed, Message: engine.RawMessage(err), Type: engine.ExceptionType(err)}
 	}
 	return err
 }

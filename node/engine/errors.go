@@ -19,7 +19,7 @@ func (e *Error) Error() string { return e.Message }
 
 // ExceptionError is an error that names its DuckDB exception type and whose
 // Error text is the raw message: a remote node's error, as its Quack
-// ERROR_RESPONSE carried them.
+// ERROR_RESPONSE or its node API answer carried them.
 type ExceptionError interface {
 	error
 	ExceptionType() string

@@ -100,6 +100,7 @@ func (c *Client) do(ctx context.Context, cred, method, target string, body []byt
 // if it carries a code, else ErrUnreachable (it did not come from this API).
 func answerError(resp *http.Response, target, msg string) error {
 	if e, ok := parseError(resp.Header.Get(ErrorHeader), msg); ok {
+		e.Type = resp.Header.Get(ExceptionTypeHeader)
 		return e
 	}
 	return fmt.Errorf("%w: %s answered %s: %s", ErrUnreachable, target, resp.Status, msg)

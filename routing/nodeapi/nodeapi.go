@@ -122,9 +122,16 @@ type Error struct {
 	// Index is the node's applied index, for CodeBehind and CodePinned.
 	Index   uint64
 	Message string
+	// Type is the DuckDB exception type of a CodeFailed statement's error
+	// ("Constraint", …), which the node that asked passes on to its
+	// client; Message is then DuckDB's raw message.
+	Type string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// ExceptionType implements engine.ExceptionError.
+func (e *Error) ExceptionType() string { return e.Type }
 
 // ErrorCode is the ErrorHeader value: the code, then the index if any.
 func (e *Error) ErrorCode() string {
@@ -137,6 +144,9 @@ func (e *Error) ErrorCode() string {
 // ErrorHeader is the HTTP header that carries an Error's code, on Quack
 // answers and on this package's own.
 const ErrorHeader = wire.ErrorCodeHeader
+
+// ExceptionTypeHeader carries an Error's Type.
+const ExceptionTypeHeader = "Duckraft-Exception-Type"
 
 // parseError reads an ErrorHeader value; ok is false for a value that is
 // not one.

@@ -79,6 +79,9 @@ func writeError(w http.ResponseWriter, err error) {
 		e = &Error{Code: CodeFailed, Message: err.Error()}
 	}
 	w.Header().Set(ErrorHeader, e.ErrorCode())
+	if e.Type != "" {
+		w.Header().Set(ExceptionTypeHeader, e.Type)
+	}
 	http.Error(w, e.Message, status(e.Code))
 }
 
