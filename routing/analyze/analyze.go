@@ -41,7 +41,8 @@ type Analysis struct {
 	// Calls are the lower-case names of the scalar, aggregate and window
 	// functions the plan calls, macros expanded, views' queries and the
 	// DEFAULT expressions the write fills in included, in plan order
-	// without repeats.
+	// without repeats, then the calls of the definitions of the macros and
+	// views the text names (definedCalls: the binder folds constant calls).
 	Calls []string
 	// TableFunctions are the table functions the plan scans other than
 	// tables themselves (seq_scan), e.g. read_csv, duckdb_settings.
