@@ -78,6 +78,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Int64Var(&c.MinBodyRate, "min-body-rate", node.DefaultMinBodyRate, "bytes per second that extend a request body's deadline by one second")
 	fs.IntVar(&c.Threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
 	fs.StringVar(&c.MemoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
+	fs.StringVar(&c.DuckDBFsync, "duckdb-fsync", "STANDARD", "fsync_mode of the replicated database: STANDARD, NONE or FULL (the Raft log is fsynced whatever this says)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <token>)")
 	if err := fs.Parse(args); err != nil {

@@ -25,6 +25,9 @@ type Options struct {
 	// AllowExternalAccess sets enable_external_access. It is off by default
 	// because the database is served to remote clients.
 	AllowExternalAccess bool
+	// FsyncMode is DuckDB's fsync_mode: STANDARD (DuckDB's default), NONE
+	// (no fsync of the WAL at commit) or FULL; "" keeps the default.
+	FsyncMode string
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,6 +59,9 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	if opts.MemoryLimit != "" {
 		settings = append(settings, [2]string{"memory_limit", opts.MemoryLimit})
+	}
+	if opts.FsyncMode != "" {
+		settings = append(settings, [2]string{"fsync_mode", opts.FsyncMode})
 	}
 	for _, s := range settings {
 		if bindings.SetConfig(cfg, s[0], s[1]) == bindings.StateError {

@@ -115,6 +115,8 @@ type Config struct {
 	// Threads and MemoryLimit are DuckDB's resources.
 	Threads     int
 	MemoryLimit string
+	// DuckDBFsync is the replicated database's fsync_mode (engine.Options).
+	DuckDBFsync string
 	// Logger receives every component's diagnostics; nil discards them.
 	Logger *slog.Logger
 
@@ -220,6 +222,7 @@ func (d *Daemon) startNode() error {
 		Threads:             c.Threads,
 		MemoryLimit:         c.MemoryLimit,
 		AllowExternalAccess: c.AllowExternalAccess,
+		FsyncMode:           c.DuckDBFsync,
 		Logger:              d.log,
 	}, d.log)
 	if err != nil {
