@@ -618,7 +618,7 @@ var countType = wire.LogicalType{ID: wire.TypeBigInt}
 // would make nodes diverge.
 var nodeLocalErrors = map[string]bool{
 	"IO": true, "INTERRUPT": true, "FATAL": true, "INTERNAL": true, "Out of Memory": true,
-	"Connection": true, "Network": true, "HTTP": true,
+	"Connection": true, "Network": true, "HTTP": true, "Data Corruption": true,
 }
 
 func nodeLocal(err error) bool {

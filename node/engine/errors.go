@@ -77,6 +77,13 @@ func splitPrefix(msg string) (typ, rest string) {
 	return prefix, rest
 }
 
+// IsCorruption reports whether err is DuckDB finding its database file
+// corrupt (a block whose checksum does not match, DuckDB 2.0's Data
+// Corruption Error).
+func IsCorruption(err error) bool {
+	return ExceptionType(err) == errorTypeNames[bindings.ErrorTypeDataCorruption]
+}
+
 // IsInterrupt reports whether err says that DuckDB interrupted the query.
 func IsInterrupt(err error) bool {
 	var e *Error
@@ -147,6 +154,7 @@ var errorTypeNames = map[bindings.ErrorType]string{
 	bindings.ErrorTypeAutoload:             "Extension Autoloading",
 	bindings.ErrorTypeSequence:             "Sequence",
 	bindings.ErrorTypeInvalidConfiguration: "Invalid Configuration",
+	bindings.ErrorTypeDataCorruption:       "Data Corruption",
 }
 
 var knownErrorTypes = func() map[string]bool {

@@ -503,7 +503,11 @@ func (d *Daemon) shutdown(graceful bool) error {
 	if d.store != nil {
 		errs = append(errs, d.store.Close())
 	}
-	if d.db != nil {
+	switch {
+	case d.db != nil && graceful:
+		errs = append(errs, replication.CloseDatabase(d.db))
+	case d.db != nil:
+		// A crash leaves no mark of a clean close.
 		errs = append(errs, d.db.Close())
 	}
 	return errors.Join(errs...)
