@@ -6,7 +6,7 @@ PKGS    := ./...
 # Packages with concurrency that must stay clean under the race detector.
 RACE_PKGS := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/...
 
-.PHONY: all build run test race vet fuzz fuzz-sql bench chaos clean
+.PHONY: all build run test race vet fuzz fuzz-sql bench chaos upgrade-test clean
 
 all: build
 
@@ -56,6 +56,12 @@ bench: build
 SEED     ?= $(shell date +%s)
 DURATION ?= 2m
 VOTERS   ?= 3
+# upgrade-test upgrades a running 3-node cluster of the build at OLD (default:
+# the last release on DuckDB 1.5.6, built in a throwaway worktree) to this
+# one, node by node under writes (docs/upgrade.md).
+upgrade-test: build
+	./scripts/upgrade-test.sh
+
 chaos: build
 	@for s in $(SEED); do \
 		$(GO) test -tags $(TAGS) ./testcluster/chaos -run '^TestChaos$$' -count=1 -timeout 30m -v \

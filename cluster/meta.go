@@ -13,8 +13,12 @@ import (
 const MetaMaxSize = 512
 
 // metaVersion is the first byte of an encoded Meta. Versions only ever append fields, so a
-// decoder reads the fields it knows and ignores the rest.
-const metaVersion = 1
+// decoder reads the fields it knows and ignores the rest; version 2 appended Engine, and
+// version 1 (builds before it) still decodes, with Engine empty.
+const (
+	metaVersion    = 2
+	minMetaVersion = 1
+)
 
 // Errors returned by DecodeMeta and Meta.Encode.
 var (
@@ -53,6 +57,9 @@ type Meta struct {
 	Leader       bool   // this node is the Raft leader
 	LeaderID     string // the leader this node knows of, "" if none
 	Leaving      bool   // the node is leaving gracefully (Gossip.Leave)
+	// Engine is the DuckDB version the node embeds ("v2.0.0"); "" from a
+	// build that did not gossip it (version 1 metadata: DuckDB 1.5.6).
+	Engine string
 }
 
 const (
@@ -62,9 +69,10 @@ const (
 )
 
 // Encode returns the compact binary form of m: version, flags, applied index and load as
-// uvarints, then ID, RaftAddr, QuackAddr and LeaderID as uvarint-length-prefixed strings.
+// uvarints, then ID, RaftAddr, QuackAddr, LeaderID and (version 2) Engine as
+// uvarint-length-prefixed strings.
 func (m Meta) Encode() ([]byte, error) {
-	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+4+len(m.ID)+len(m.RaftAddr)+len(m.QuackAddr)+len(m.LeaderID))
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+5+len(m.ID)+len(m.RaftAddr)+len(m.QuackAddr)+len(m.LeaderID)+len(m.Engine))
 	var flags byte
 	if m.Leader {
 		flags |= flagLeader
@@ -82,7 +90,7 @@ func (m Meta) Encode() ([]byte, error) {
 	b = append(b, metaVersion, flags)
 	b = binary.AppendUvarint(b, m.AppliedIndex)
 	b = binary.AppendUvarint(b, m.Load)
-	for _, s := range []string{m.ID, m.RaftAddr, m.QuackAddr, m.LeaderID} {
+	for _, s := range []string{m.ID, m.RaftAddr, m.QuackAddr, m.LeaderID, m.Engine} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -98,7 +106,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(b) < 2 {
 		return m, fmt.Errorf("%w: %d bytes", ErrMetaCorrupt, len(b))
 	}
-	if b[0] < metaVersion {
+	if b[0] < minMetaVersion {
 		return m, fmt.Errorf("%w: %d", ErrMetaVersion, b[0])
 	}
 	flags := b[1]
@@ -114,6 +122,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.RaftAddr = d.string()
 	m.QuackAddr = d.string()
 	m.LeaderID = d.string()
+	if b[0] >= 2 {
+		m.Engine = d.string()
+	}
 	if d.err {
 		return Meta{}, ErrMetaCorrupt
 	}

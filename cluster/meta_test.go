@@ -13,7 +13,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		meta Meta
 	}{
 		{"zero", Meta{}},
-		{"voter", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", AppliedIndex: 12345, Load: 7}},
+		{"voter", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", AppliedIndex: 12345, Load: 7, Engine: "v2.0.0"}},
 		{"replica leader leaving", Meta{ID: "n2", Role: RoleReplica, Leader: true, Leaving: true, LeaderID: "n2", AppliedIndex: math.MaxUint64, Load: math.MaxUint64}},
 		{"ipv6", Meta{ID: "node-ü", RaftAddr: "[::1]:9505", QuackAddr: "[fe80::1%eth0]:9504", LeaderID: "n1"}},
 		{"largest", Meta{ID: strings.Repeat("i", 100), RaftAddr: strings.Repeat("r", 120), QuackAddr: strings.Repeat("q", 120), LeaderID: strings.Repeat("l", 100), AppliedIndex: math.MaxUint64}},
@@ -60,6 +60,17 @@ func TestMetaEncodeErrors(t *testing.T) {
 				t.Fatalf("Encode = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecodeMetaVersion1 reads what a build before Engine gossiped: the
+// same fields, version 1, no Engine.
+func TestDecodeMetaVersion1(t *testing.T) {
+	v1 := []byte{1, 0, 7, 0, 2, 'n', '1', 1, 'r', 1, 'q', 0}
+	m, err := DecodeMeta(v1)
+	want := Meta{ID: "n1", RaftAddr: "r", QuackAddr: "q", AppliedIndex: 7}
+	if err != nil || m != want {
+		t.Fatalf("DecodeMeta(v1) = %+v, %v; want %+v", m, err, want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -185,6 +186,9 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			if len(entry.Params) > 0 {
 				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
 			}
+			if err := e.mixedEngines(entry.SQL); err != nil {
+				return nil, err
+			}
 			plan, err := e.analyzer.Decide(ctx, entry.SQL, now, e.volatile, e.log)
 			if err != nil {
 				return nil, err
@@ -203,6 +207,41 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 		}
 	}
 	return e.cfg.Store.Execute(ctx, wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)})
+}
+
+// ErrMixedEngines refuses a write while the cluster's nodes embed
+// different DuckDB versions (a rolling upgrade): only writes that compute
+// nothing are accepted then.
+var ErrMixedEngines = errors.New("duckraft: the nodes run different DuckDB versions")
+
+// mixedEngines refuses sql unless every live data node embeds this node's
+// DuckDB version or sql is an INSERT … VALUES of literals. DuckDB 1.5 and
+// 2.0 compute some statements differently (1 // 0 is NULL in 1.5 and an
+// error in 2.0; 'abc' ~ 'b' false and true; x -> x + 1 a lambda and an
+// error), and every node applies a statement with its own engine, so any
+// other write could leave the versions with different data. Appends carry
+// data, not expressions, and pass.
+func (e *Executor) mixedEngines(sql string) error {
+	if e.cfg.Directory == nil || e.cfg.DB == nil {
+		return nil
+	}
+	own := e.cfg.DB.Version()
+	for _, p := range e.cfg.Directory.Peers() {
+		if p.Engine == own {
+			continue
+		}
+		if analyze.LiteralInsert(sql) {
+			return nil
+		}
+		other := p.Engine
+		if other == "" {
+			other = "an older build (DuckDB v1.5.6)"
+		}
+		return fmt.Errorf("%w: this leader embeds DuckDB %s and %s %s; until every node runs one version (an upgrade is in progress), "+
+			"only INSERT … VALUES of literals and appends are accepted, because other statements may compute differently on each",
+			ErrMixedEngines, own, p.ID, other)
+	}
+	return nil
 }
 
 // materialize evaluates a volatile query once, here on the leader, and

@@ -55,6 +55,10 @@ type Options struct {
 	// Configure, in-process, adjusts every node's daemon configuration, as
 	// Args do in process mode.
 	Configure func(*daemon.Config)
+	// Binary, in process mode, is the duckraftd every node starts with
+	// instead of Binary(t): another build, for upgrade tests (see
+	// Node.RestartWith).
+	Binary string
 }
 
 // Cluster is a set of nodes forming one cluster.
@@ -92,6 +96,7 @@ type Node struct {
 	run    runner // the current run; nil before the first start
 	log    logBuffer
 	paused bool
+	bin    string // the duckraftd of this node's runs, if not the cluster's
 }
 
 // Start starts a cluster of voters voters plus opts.Replicas replicas and
@@ -105,7 +110,7 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 		if len(opts.Args) > 0 {
 			t.Fatal("testcluster: Options.Args are duckraftd flags, for process mode; in-process, use Options.Configure")
 		}
-	} else {
+	} else if c.bin = opts.Binary; c.bin == "" {
 		c.bin = Binary(t)
 	}
 	for i := 0; i < voters+opts.Replicas; i++ {
@@ -266,7 +271,11 @@ func (n *Node) start(t testing.TB) {
 	if n.c.opts.InProcess {
 		n.run = startInProcess(t, n.ID, n.config(), &n.log)
 	} else {
-		n.run = startProcess(t, n.ID, n.c.bin, n.args(), &n.log, n.QuackAddr)
+		bin := n.bin
+		if bin == "" {
+			bin = n.c.bin
+		}
+		n.run = startProcess(t, n.ID, bin, n.args(), &n.log, n.QuackAddr)
 	}
 	n.paused = false
 }
@@ -346,6 +355,21 @@ func (n *Node) Restart(t testing.TB) {
 		}
 	}
 	n.start(t)
+}
+
+// RestartWith stops the node gracefully and starts it again from the
+// duckraftd binary, with its data directory: an upgrade (or a downgrade)
+// of one node. Process mode only.
+func (n *Node) RestartWith(t testing.TB, binary string) {
+	t.Helper()
+	if n.c.opts.InProcess {
+		t.Fatalf("testcluster: RestartWith is process-mode only, and %s runs in-process", n.ID)
+	}
+	n.Stop()
+	n.mu.Lock()
+	n.bin = binary
+	n.mu.Unlock()
+	n.Restart(t)
 }
 
 // Log returns what the node logged so far, over all its runs.

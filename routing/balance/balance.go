@@ -24,6 +24,9 @@ type Peer struct {
 	Applied uint64
 	// Load is the node's in-flight statements as last gossiped.
 	Load uint64
+	// Engine is the DuckDB version the node embeds, "" from a build that
+	// did not gossip it (DuckDB 1.5.6).
+	Engine string
 }
 
 // Costs that order candidate nodes for a read, in units of one in-flight

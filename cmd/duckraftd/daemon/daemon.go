@@ -258,7 +258,7 @@ func (d *Daemon) startNode() error {
 	}
 	// Gossip starts before the executor that reports the load it carries.
 	var execRef atomic.Pointer[routing.Executor]
-	if d.members, err = startMembership(c, raftAddr, clusterkey.Gossip(d.clusterKey), d.store, loadOf(&execRef), d.log); err != nil {
+	if d.members, err = startMembership(c, raftAddr, d.db.Version(), clusterkey.Gossip(d.clusterKey), d.store, loadOf(&execRef), d.log); err != nil {
 		return err
 	}
 	rc := d.routingConfig()

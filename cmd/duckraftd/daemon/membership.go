@@ -49,12 +49,12 @@ func (a raftAdapter) Servers() ([]cluster.Server, error) {
 // startMembership starts gossip, joins the cluster through c.Join if
 // given, and runs the reconciler. raftAddr is the Raft address peers dial;
 // load reports this node's in-flight statements; gossipKey encrypts gossip.
-func startMembership(c Config, raftAddr string, gossipKey []byte, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
+func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store *replication.Store, load func() uint64, log *slog.Logger) (*membership, error) {
 	role := cluster.RoleVoter
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr},
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr, Engine: engine},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -160,7 +160,7 @@ func (m *membership) Peers() []routing.Peer {
 			continue
 		}
 		out = append(out, routing.Peer{ID: meta.ID, QuackAddr: meta.QuackAddr, Replica: meta.Role == cluster.RoleReplica,
-			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load})
+			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load, Engine: meta.Engine})
 	}
 	return out
 }
