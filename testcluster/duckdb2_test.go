@@ -107,6 +107,27 @@ func TestDuckDB2ClientOnCluster(t *testing.T) {
 		t.Errorf("read-only transactions moved the leader's commit index from %d to %d", before.Commit, after.Commit)
 	}
 
+	// What DuckDB 2.0 renders when it pushes whole statements down: schema-
+	// qualified functions and operators, count_star(), ~~, to_days, CTEs,
+	// ANY (subquery); reads, then an UPDATE and an INSERT … RETURNING in the
+	// remote transaction (quack-2.0.md D7–D9).
+	for _, q := range []string{
+		`SELECT "system".main."add"(i, 1) AS j FROM ctas WHERE (i = 1)`,
+		`SELECT "substring"(s, 1, 2) FROM ctas WHERE (s ~~ 'o%')`,
+		`SELECT (DATE '2020-01-01' + to_days(CAST(trunc(CAST(1 AS DOUBLE)) AS INTEGER))) AS d`,
+		`WITH w AS (SELECT i FROM ctas) SELECT count_star() FROM w WHERE i = ANY(SELECT i FROM ctas WHERE (s IS NOT NULL))`,
+	} {
+		if got := rowsOf(t, conn, q); len(got) != 1 {
+			t.Errorf("%s: %v", q, got)
+		}
+	}
+	exec(t, conn, "BEGIN TRANSACTION")
+	exec(t, conn, `UPDATE ctas SET s = "system".main.concat(s, '!') WHERE (i = 3)`)
+	if got := rowsOf(t, conn, "INSERT INTO ctas VALUES (4, 'four') RETURNING i"); len(got) != 1 || got[0][0] != int32(4) {
+		t.Errorf("INSERT … RETURNING in the remote transaction: %v", got)
+	}
+	exec(t, conn, "COMMIT")
+
 	// Errors carry DuckDB's exception type, which a 2.0 client raises.
 	for _, tc := range []struct{ sql, typ string }{
 		{"SELECT * FROM no_such_table", "Catalog"},
@@ -123,8 +144,8 @@ func TestDuckDB2ClientOnCluster(t *testing.T) {
 	for _, n := range c.Nodes {
 		nc := n.Client(t)
 		exec(t, nc, "SET duckraft_consistency = 'any'")
-		if got := queryInts(t, nc, "SELECT count(*) FROM ctas"); got[0] != 3 {
-			t.Errorf("%s holds %d rows of ctas, want 3", n.ID, got[0])
+		if got := queryInts(t, nc, "SELECT count(*) FROM ctas WHERE s <> 'three!' OR i <> 3"); got[0] != 3 {
+			t.Errorf("%s holds %d rows of ctas besides the updated one, want 3", n.ID, got[0])
 		}
 	}
 }
