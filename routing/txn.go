@@ -57,6 +57,12 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			}
 			last = rows
 		default:
+			if st.openTxn() != nil && wal.Returns(stmt.SQL) {
+				// Its rows do not exist before COMMIT applies the
+				// transaction; an empty answer would be a wrong one.
+				return nil, errors.New("Not implemented Error: RETURNING inside a transaction: duckraft applies a transaction's writes at COMMIT, " +
+					"so their rows cannot be returned before it; run the statement outside a transaction")
+			}
 			if st.addToTxn(wal.Statement{SQL: stmt.SQL}) {
 				last = countRows(nil)
 				continue

@@ -24,28 +24,38 @@ func exec(t testing.TB, c *client.Conn, sql string) {
 
 func queryInts(t testing.TB, c *client.Conn, sql string) []int64 {
 	t.Helper()
-	rows, err := c.Query(context.Background(), sql)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	defer rows.Close()
 	var out []int64
-	for rows.Next() {
-		v, err := rows.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch x := v[0].(type) {
+	for _, row := range rowsOf(t, c, sql) {
+		switch x := row[0].(type) {
 		case int64:
 			out = append(out, x)
 		case int32:
 			out = append(out, int64(x))
 		default:
-			t.Fatalf("%s: got %T", sql, v[0])
+			t.Fatalf("%s: got %T", sql, row[0])
 		}
 	}
+	return out
+}
+
+// rowsOf returns every row of sql as Go values.
+func rowsOf(t testing.TB, c *client.Conn, sql string) [][]any {
+	t.Helper()
+	rows, err := c.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("%.60q: %v", sql, err)
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
 	if err := rows.Err(); err != nil {
-		t.Fatalf("%s: %v", sql, err)
+		t.Fatalf("%.60q: %v", sql, err)
 	}
 	return out
 }

@@ -830,3 +830,19 @@ func Names(sql string) (calls, words []string, err error) {
 	}
 	return calls, words, nil
 }
+
+// Returns reports whether sql has a RETURNING clause: the word outside
+// strings, comments and quoted names (DuckDB reserves it). Text the lexer
+// cannot split counts as returning rows.
+func Returns(sql string) bool {
+	toks, err := Lex(sql)
+	if err != nil {
+		return true
+	}
+	for _, t := range SignificantTokens(toks) {
+		if t.Kind == TokIdent && t.Is("returning") {
+			return true
+		}
+	}
+	return false
+}
