@@ -266,19 +266,25 @@ func namesRowID(sql string) bool {
 
 // contains reports whether any object in v has key set to value.
 func contains(v any, key, value string) bool {
+	return anyObject(v, func(m map[string]any) bool { return str(m[key]) == value })
+}
+
+// anyObject reports whether match holds for any object in v, skipping the
+// unbound parse trees and DEFAULTs a plan carries (see walk).
+func anyObject(v any, match func(map[string]any) bool) bool {
 	switch v := v.(type) {
 	case map[string]any:
-		if str(v[key]) == value {
+		if match(v) {
 			return true
 		}
 		for k, c := range v {
-			if k != "table_info" && k != "info" && k != "bound_defaults" && contains(c, key, value) {
+			if k != "table_info" && k != "info" && k != "bound_defaults" && anyObject(c, match) {
 				return true
 			}
 		}
 	case []any:
 		for _, c := range v {
-			if contains(c, key, value) {
+			if anyObject(c, match) {
 				return true
 			}
 		}

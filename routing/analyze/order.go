@@ -180,24 +180,9 @@ func orderedInput(op map[string]any) bool {
 
 // scansTable reports whether the plan under op scans a stored table.
 func scansTable(op any) bool {
-	switch v := op.(type) {
-	case map[string]any:
-		if str(v["type"]) == "LOGICAL_GET" && planName(v) == "seq_scan" {
-			return true
-		}
-		for _, c := range v {
-			if scansTable(c) {
-				return true
-			}
-		}
-	case []any:
-		for _, c := range v {
-			if scansTable(c) {
-				return true
-			}
-		}
-	}
-	return false
+	return anyObject(op, func(m map[string]any) bool {
+		return str(m["type"]) == "LOGICAL_GET" && planName(m) == "seq_scan"
+	})
 }
 
 func empty(v any) bool {
