@@ -49,7 +49,7 @@ func OpenDatabase(path string, opts engine.Options, log *slog.Logger) (*engine.D
 	if !engine.IsCorruption(err) {
 		return nil, err
 	}
-	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405Z"))
+	aside := asidePath(path, "corrupt")
 	if rerr := os.Rename(path, aside); rerr != nil {
 		return nil, errors.Join(err, fmt.Errorf("set the corrupt database aside: %w", rerr))
 	}
@@ -67,13 +67,19 @@ func openReplaying(path string, opts engine.Options, log *slog.Logger) (*engine.
 		return db, err
 	}
 	wal := path + ".wal"
-	aside := fmt.Sprintf("%s.unreplayable-%s", wal, time.Now().UTC().Format("20060102T150405Z"))
+	aside := asidePath(wal, "unreplayable")
 	if rerr := os.Rename(wal, aside); rerr != nil {
 		return nil, errors.Join(err, fmt.Errorf("set the unreplayable WAL aside: %w", rerr))
 	}
 	log.Warn("DuckDB could not replay its write-ahead log; set it aside and opening at the last checkpoint, Raft replays the rest",
 		"err", err, "wal", aside)
 	return engine.Open(path, opts)
+}
+
+// asidePath names the copy of file set aside for being what, kept for
+// inspection: <file>.<what>-<UTC time>.
+func asidePath(file, what string) string {
+	return fmt.Sprintf("%s.%s-%s", file, what, time.Now().UTC().Format("20060102T150405Z"))
 }
 
 // cleanMarker names the file CloseDatabase leaves beside a database it
