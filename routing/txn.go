@@ -57,7 +57,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			}
 			last = rows
 		default:
-			if st.openTxn() != nil && wal.Returns(stmt.SQL) {
+			if txn != nil && wal.Returns(stmt.SQL) {
 				// Its rows do not exist before COMMIT applies the
 				// transaction; an empty answer would be a wrong one.
 				return nil, errors.New("Not implemented Error: RETURNING inside a transaction: duckraft applies a transaction's writes at COMMIT, " +
