@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -119,5 +121,66 @@ func TestReplicaCatchesUpAfterLongAbsence(t *testing.T) {
 	}
 	if got := queryInt(t, replica.db, "SELECT count(*) FROM t"); got != int64(entries)+1 {
 		t.Fatalf("replica has %d rows, want %d", got, entries+1)
+	}
+}
+
+// TestNoRepeatedSnapshotAfterInstall: a node that caught up from a snapshot
+// of the leader's last entry holds no log entries, which raft's snapshot
+// check reads as an unbounded backlog. Idle afterwards, it must not write
+// the same snapshot again at every interval.
+func TestNoRepeatedSnapshotAfterInstall(t *testing.T) {
+	mod := func(c *Config) {
+		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
+	}
+	nodes := startCluster(t, 3, mod)
+	leader := waitLeader(t, nodes)
+	replica := &testNode{id: "r1", dir: t.TempDir(), mod: mod}
+	t.Cleanup(func() { replica.stop(t, true) })
+	replica.start(t, false)
+	if err := leader.store.Join(replica.id, replica.addr, false); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
+	replica.stop(t, false)
+
+	// Write until the leader's newest snapshot covers its last entry, so
+	// that the replica gets that snapshot and nothing after it.
+	var last uint64
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
+		last = mustExec(t, leader.store, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
+		if i < 32 {
+			continue
+		}
+		time.Sleep(200 * time.Millisecond)
+		st := leader.store.raft.Stats()
+		if st["last_snapshot_index"] == st["last_log_index"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's snapshots never caught up with its log: %v", st)
+		}
+	}
+	replica.start(t, false)
+	waitApplied(t, []*testNode{replica}, last)
+	snaps := func() []string {
+		entries, err := os.ReadDir(filepath.Join(replica.dir, "raft", "snapshots"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range entries {
+			ids = append(ids, e.Name())
+		}
+		return ids
+	}
+	installed := snaps()
+	if len(installed) == 0 {
+		t.Fatal("the replica caught up without a snapshot")
+	}
+	// Forty intervals: without the FSM declining, raft snapshots at each.
+	time.Sleep(40 * 50 * time.Millisecond)
+	if got := snaps(); !slices.Equal(got, installed) {
+		t.Fatalf("idle replica wrote snapshots %v after installing %v", got, installed)
 	}
 }

@@ -51,6 +51,9 @@ type fsm struct {
 	pins settingPins
 
 	applied atomic.Uint64
+	// covered, once the store sets it, reports that the newest snapshot
+	// already covers every entry raft applied (see Snapshot).
+	covered func() bool
 
 	mu      sync.Mutex
 	changed chan struct{} // closed when applied moves or the FSM halts
@@ -635,6 +638,14 @@ func nodeLocal(err error) bool {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.haltErr(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHalted, err)
+	}
+	// Raft decides to snapshot by comparing the log's last index with the
+	// newest snapshot's. After a node installs a snapshot its log is empty,
+	// the difference underflows, and raft would write the same snapshot
+	// again at every SnapshotInterval until the next entry arrives: a full
+	// copy of the database each time, on an idle node.
+	if f.covered != nil && f.covered() {
+		return nil, raft.ErrNothingNewToSnapshot
 	}
 	return pinSnapshot(f.db, f.pins, f.log)
 }

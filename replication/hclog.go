@@ -2,12 +2,14 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // hclogAdapter routes hashicorp/raft's hclog output to a *slog.Logger so the
@@ -37,7 +39,22 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	default:
 		l = slog.LevelInfo
 	}
+	if l == slog.LevelError && msg == "failed to take snapshot" && hasError(args, raft.ErrNothingNewToSnapshot) {
+		// The FSM declines a snapshot that would repeat the newest one
+		// (fsm.Snapshot); nothing failed.
+		l = slog.LevelDebug
+	}
 	a.log.Log(context.Background(), l, msg, args...)
+}
+
+// hasError reports whether hclog's key/value args hold target as a value.
+func hasError(args []any, target error) bool {
+	for _, v := range args {
+		if err, ok := v.(error); ok && errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }

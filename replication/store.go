@@ -231,6 +231,14 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.fsm.covered = func() bool {
+		r := s.term.r.Load()
+		if r == nil {
+			return false
+		}
+		list, err := snaps.List()
+		return err == nil && len(list) > 0 && r.AppliedIndex() <= list[0].Index
+	}
 	var advertise net.Addr
 	if cfg.AdvertiseAddr != "" {
 		if advertise, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
