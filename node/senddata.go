@@ -27,8 +27,10 @@ const maxStreamBytes = 1 << 30
 
 // dataStream is one Q3 insert in progress.
 type dataStream struct {
-	uuid          wire.Hugeint
-	schema, table string
+	uuid wire.Hugeint
+	// schema is the target's schema path (one name unless nested).
+	schema []string
+	table  string
 
 	mu      sync.Mutex
 	batches map[uint64][]*wire.DataChunk
@@ -39,9 +41,9 @@ type dataStream struct {
 // answers the PREPARE at once: the statement's result (its Count) comes
 // over FETCH once the stream is closed.
 func (s *Server) openDataStream(sess *Session, req *wire.PrepareRequest, m []string) response {
-	schema, table, err := splitQualified(m[1])
+	schema, table, err := s.cfg.DB.ResolveTable(m[1])
 	if err != nil {
-		return errorResponse(err.Error())
+		return errorResponse("cannot insert into " + err.Error())
 	}
 	sess.exec.Lock()
 	sess.replaceResult(nil)
@@ -173,38 +175,6 @@ func chunkBytes(c *wire.DataChunk) int {
 		walk(v)
 	}
 	return n
-}
-
-// splitQualified splits a possibly catalog- and schema-qualified, possibly
-// quoted table name into schema and table.
-func splitQualified(name string) (schema, table string, err error) {
-	var parts []string
-	var cur []byte
-	quoted := false
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '"' && quoted && i+1 < len(name) && name[i+1] == '"':
-			cur = append(cur, '"')
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == '.' && !quoted:
-			parts = append(parts, string(cur))
-			cur = cur[:0]
-		case (c == ' ' || c == '\t' || c == '\n') && !quoted:
-		default:
-			cur = append(cur, c)
-		}
-	}
-	parts = append(parts, string(cur))
-	switch len(parts) {
-	case 1:
-		return "main", parts[0], nil
-	case 2, 3:
-		return parts[len(parts)-2], parts[len(parts)-1], nil
-	}
-	return "", "", fmt.Errorf("cannot insert into %q: not a table name", name)
 }
 
 // chunkRows is a result held in memory.

@@ -47,7 +47,9 @@ const (
 // them on the session's own connection; a cluster sends writes through Raft.
 type Executor interface {
 	Query(ctx context.Context, s *Session, sql string) (Rows, error)
-	Append(ctx context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error
+	// Append appends chunk to table in the schema at path schema: one
+	// name, or a nested schema's (DuckDB 2.0) outermost first.
+	Append(ctx context.Context, s *Session, schema []string, table string, chunk *wire.DataChunk) error
 	// InTransaction reports whether the session has a transaction open,
 	// which a Q3 insert stream joins rather than opening its own.
 	InTransaction(s *Session) bool
@@ -97,8 +99,8 @@ func (LocalExecutor) Query(ctx context.Context, s *Session, sql string) (Rows, e
 func (LocalExecutor) InTransaction(s *Session) bool { return s.Conn().InTransaction() }
 
 // Append implements Executor.
-func (LocalExecutor) Append(_ context.Context, s *Session, schema, table string, chunk *wire.DataChunk) error {
-	return s.Conn().Append(schema, table, chunk)
+func (LocalExecutor) Append(_ context.Context, s *Session, schema []string, table string, chunk *wire.DataChunk) error {
+	return s.Conn().AppendPath(schema, table, chunk)
 }
 
 // Config configures a Server.
@@ -792,7 +794,11 @@ func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequ
 	sess.exec.Lock()
 	defer sess.exec.Unlock()
 	sess.replaceResult(nil)
-	if err := s.cfg.Executor.Append(sess.ctx, sess, req.Schema, req.Table, req.Chunk); err != nil {
+	schema := req.Schema
+	if schema == "" {
+		schema = "main"
+	}
+	if err := s.cfg.Executor.Append(sess.ctx, sess, []string{schema}, req.Table, req.Chunk); err != nil {
 		return failure(err)
 	}
 	return success(sess.gen)

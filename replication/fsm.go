@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -430,11 +431,17 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *wal.Result) erro
 	case wal.Statement:
 		return f.applyStatement(ctx, e, res)
 	case wal.Append:
+		// An append names its schema as data, which checkStatement never
+		// sees; DuckDB finds schemas whatever the case of their names.
+		if strings.EqualFold(e.Path()[0], metaSchema) {
+			return fmt.Errorf("%w: schema %s holds the applier's own bookkeeping (applied index, idempotency keys); "+
+				"an append may not write to it", ErrRefused, metaSchema)
+		}
 		c, err := wire.DecodeDataChunk(wire.NewReader(e.Chunk), wire.Limits{})
 		if err != nil {
-			return fmt.Errorf("append to %s.%s: decode chunk: %w", e.Schema, e.Table, err)
+			return fmt.Errorf("append to %s.%s: decode chunk: %w", strings.Join(e.Path(), "."), e.Table, err)
 		}
-		if err := f.conn.Append(e.Schema, e.Table, c); err != nil {
+		if err := f.conn.AppendPath(e.Path(), e.Table, c); err != nil {
 			return err
 		}
 		res.RowsChanged += int64(c.Rows)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -506,4 +507,52 @@ func restoredCopy(t *testing.T, f *fsm) *fsm {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestAppendToMetaSchemaRefused: an append names its schema as data, not in
+// SQL text, so checkStatement never sees it; an append into the applier's
+// bookkeeping (an idempotency key at a huge index raises the applied index
+// every node restarts from) must be refused like a statement naming it,
+// whatever the case or nesting of the name.
+func TestAppendToMetaSchemaRefused(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := openFSM(t, db)
+	defer f.close()
+	conn, err := db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	res, err := conn.Query(context.Background(), `SELECT 'evil' AS key, 1000000000::UBIGINT AS idx, 0::BIGINT AS ts, 0::BIGINT AS changed,
+		NULL::VARCHAR AS err_type, NULL::VARCHAR AS err_msg, NULL::BLOB AS result`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk, err := res.Next()
+	res.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := wire.AppendDataChunk(nil, chunk, wire.Q3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []wal.Append{
+		{Schema: metaSchema, Table: "keys", Chunk: enc},
+		{Schema: "_DuckRaft", Table: "keys", Chunk: enc},
+		{Schema: "x", Parents: []string{metaSchema}, Table: "keys", Chunk: enc},
+	}
+	for i, a := range tests {
+		r := f.ApplyBatch([]*raft.Log{logEntry(t, uint64(i+1), wal.Command{Entry: a})})[0].(*entryResult)
+		if err := r.results[0].err; !errors.Is(err, ErrRefused) {
+			t.Errorf("append to %q.%s: err = %v, want refused", a.Path(), a.Table, err)
+		}
+	}
+	if got := queryInt(t, db, "SELECT count(*) FROM "+metaSchema+".keys WHERE key = 'evil'"); got != 0 {
+		t.Fatalf("%d rows appended to the applier's keys", got)
+	}
+	if f.Applied() != uint64(len(tests)) {
+		t.Fatalf("applied = %d, want %d", f.Applied(), len(tests))
+	}
 }

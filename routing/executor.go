@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -280,18 +281,34 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 }
 
 // Append implements node.Executor.
-func (e *Executor) Append(ctx context.Context, s *node.Session, schema, table string, chunk *wire.DataChunk) error {
-	enc, err := wire.AppendDataChunk(nil, chunk, wire.Q3)
+func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string, table string, chunk *wire.DataChunk) error {
+	a, err := appendEntry(schema, table, chunk)
 	if err != nil {
-		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+		return err
 	}
 	st := e.state(s)
-	a := wal.Append{Schema: schema, Table: table, Chunk: enc}
 	if st.addToTxn(a) {
 		return nil
 	}
 	_, err = e.write(ctx, st, newCommand([]wal.Entry{a}))
 	return err
+}
+
+// appendEntry is the log entry that appends chunk to table in the schema
+// at path schema.
+func appendEntry(schema []string, table string, chunk *wire.DataChunk) (wal.Append, error) {
+	if len(schema) == 0 {
+		return wal.Append{}, fmt.Errorf("append to %s: no schema", table)
+	}
+	enc, err := wire.AppendDataChunk(nil, chunk, wire.Q3)
+	if err != nil {
+		return wal.Append{}, fmt.Errorf("append to %s.%s: %w", strings.Join(schema, "."), table, err)
+	}
+	a := wal.Append{Schema: schema[len(schema)-1], Table: table, Chunk: enc}
+	if len(schema) > 1 {
+		a.Parents = schema[: len(schema)-1 : len(schema)-1]
+	}
+	return a, nil
 }
 
 // InTransaction implements node.Executor: the session's transaction is the

@@ -11,7 +11,6 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
-	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -181,12 +180,17 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 	for _, entry := range splitEntries(cmd.Entry) {
 		switch entry := entry.(type) {
 		case wal.Append:
+			// An append to a nested schema is encoded as older builds
+			// cannot decode.
+			if err := e.mixedEngines(len(entry.Parents) == 0); err != nil {
+				return nil, err
+			}
 			entries = append(entries, entry)
 		case wal.Statement:
 			if len(entry.Params) > 0 {
 				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
 			}
-			if err := e.mixedEngines(entry.SQL); err != nil {
+			if err := e.mixedEngines(analyze.LiteralInsert(entry.SQL)); err != nil {
 				return nil, err
 			}
 			plan, err := e.analyzer.Decide(ctx, entry.SQL, now, e.volatile, e.log)
@@ -214,24 +218,22 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 // nothing are accepted then.
 var ErrMixedEngines = errors.New("duckraft: the nodes run different DuckDB versions")
 
-// mixedEngines refuses sql unless every live data node embeds this node's
-// DuckDB version or sql is an INSERT … VALUES of literals. DuckDB 1.5 and
+// mixedEngines refuses a write unless every live data node embeds this
+// node's DuckDB version or the write computes nothing (an INSERT … VALUES
+// of literals, an append to a schema of the database). DuckDB 1.5 and
 // 2.0 compute some statements differently (1 // 0 is NULL in 1.5 and an
 // error in 2.0; 'abc' ~ 'b' false and true; x -> x + 1 a lambda and an
 // error), and every node applies a statement with its own engine, so any
 // other write could leave the versions with different data. Appends carry
 // data, not expressions, and pass.
-func (e *Executor) mixedEngines(sql string) error {
-	if e.cfg.Directory == nil || e.cfg.DB == nil {
+func (e *Executor) mixedEngines(computesNothing bool) error {
+	if computesNothing || e.cfg.Directory == nil || e.cfg.DB == nil {
 		return nil
 	}
 	own := e.cfg.DB.Version()
 	for _, p := range e.cfg.Directory.Peers() {
 		if p.Engine == own {
 			continue
-		}
-		if analyze.LiteralInsert(sql) {
-			return nil
 		}
 		other := p.Engine
 		if other == "" {
@@ -253,7 +255,10 @@ func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.E
 		return nil, err
 	}
 	defer conn.Close()
-	schema, table := splitTableName(m.Table)
+	schema, table, err := e.cfg.DB.ResolveTable(m.Table)
+	if err != nil {
+		return nil, fmt.Errorf("cannot insert into %w", err)
+	}
 	query := m.Query
 	if m.Columns != nil {
 		if query, err = fullRowQuery(ctx, conn, schema, table, m.Columns, m.Query); err != nil {
@@ -274,66 +279,37 @@ func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.E
 		if c == nil {
 			return out, nil
 		}
-		enc, err := wire.AppendDataChunk(nil, c, wire.Q3)
+		a, err := appendEntry(schema, table, c)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, wal.Append{Schema: schema, Table: table, Chunk: enc})
+		out = append(out, a)
 	}
 }
 
 // fullRowQuery reorders the columns of query, which yields the listed
 // columns, into the table's column order.
-func fullRowQuery(ctx context.Context, conn *engine.Conn, schema, table string, columns []string, query string) (string, error) {
-	tableCols, err := conn.QueryStrings(ctx, fmt.Sprintf(
-		"SELECT column_name FROM duckdb_columns() WHERE schema_name = %s AND table_name = %s ORDER BY column_index",
-		sqlquote.Literal(schema), sqlquote.Literal(table)))
+func fullRowQuery(ctx context.Context, conn *engine.Conn, schema []string, table string, columns []string, query string) (string, error) {
+	tableCols, err := conn.QueryStrings(ctx, "SELECT column_name FROM (DESCRIBE "+sqlquote.Path(append(schema[:len(schema):len(schema)], table))+")")
 	if err != nil {
 		return "", err
 	}
 	pos := map[string]int{}
 	for i, col := range columns {
-		_, name := splitTableName(col)
-		pos[strings.ToLower(name)] = i + 1
+		parts := sqlquote.SplitPath(col)
+		pos[strings.ToLower(parts[len(parts)-1])] = i + 1
 	}
 	if len(tableCols) == 0 || len(pos) != len(tableCols) {
 		return "", fmt.Errorf("%w: an INSERT with volatile values into %s.%s must list every column of the table (or none)",
-			wal.ErrNondeterministic, schema, table)
+			wal.ErrNondeterministic, strings.Join(schema, "."), table)
 	}
 	sel := make([]string, len(tableCols))
 	for i, col := range tableCols {
 		p, ok := pos[strings.ToLower(col)]
 		if !ok {
-			return "", fmt.Errorf("%w: the INSERT column list misses column %s of %s.%s", wal.ErrNondeterministic, col, schema, table)
+			return "", fmt.Errorf("%w: the INSERT column list misses column %s of %s.%s", wal.ErrNondeterministic, col, strings.Join(schema, "."), table)
 		}
 		sel[i] = fmt.Sprintf("#%d", p)
 	}
 	return fmt.Sprintf("SELECT %s FROM (%s)", strings.Join(sel, ", "), query), nil
-}
-
-// splitTableName splits a possibly schema-qualified, possibly quoted table
-// name; an unqualified name is in schema main.
-func splitTableName(name string) (schema, table string) {
-	var parts []string
-	var cur strings.Builder
-	quoted := false
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c == '"' && quoted && i+1 < len(name) && name[i+1] == '"':
-			cur.WriteByte('"')
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == '.' && !quoted:
-			parts = append(parts, cur.String())
-			cur.Reset()
-		default:
-			cur.WriteByte(c)
-		}
-	}
-	parts = append(parts, cur.String())
-	if len(parts) == 1 {
-		return "main", strings.TrimSpace(parts[0])
-	}
-	return strings.TrimSpace(parts[len(parts)-2]), strings.TrimSpace(parts[len(parts)-1])
 }

@@ -21,6 +21,13 @@ const (
 	trailerLen = 4
 )
 
+// tagNestedAppend is written instead of KindAppend for an Append with
+// Parents, which follow as a count and names before the schema. It is a tag
+// of the encoding, not a Kind: a decoder that predates nested schemas
+// refuses such an entry as corrupt instead of appending to a schema of the
+// same name at the top.
+const tagNestedAppend = 0x80 | byte(KindAppend)
+
 // Sentinel errors. Decode errors wrap ErrCorrupt or ErrVersion; encode errors
 // wrap ErrInvalid.
 var (
@@ -82,6 +89,13 @@ func appendEntry(dst []byte, e Entry, top bool) ([]byte, error) {
 			}
 		}
 	case Append:
+		if len(e.Parents) > 0 {
+			dst[len(dst)-1] = tagNestedAppend
+			dst = binary.AppendUvarint(dst, uint64(len(e.Parents)))
+			for _, p := range e.Parents {
+				dst = appendString(dst, p)
+			}
+		}
 		dst = appendString(dst, e.Schema)
 		dst = appendString(dst, e.Table)
 		dst = appendBytes(dst, e.Chunk)
@@ -312,8 +326,17 @@ func (d *decoder) entry(top bool) Entry {
 			s.Params = append(s.Params, d.param())
 		}
 		return s
-	case KindAppend:
+	case KindAppend, Kind(tagNestedAppend):
 		var a Append
+		if kind == Kind(tagNestedAppend) {
+			n := d.count("parent schemas")
+			if d.err == nil && n == 0 {
+				d.fail("nested append without parent schemas")
+			}
+			for i := 0; i < n && d.err == nil; i++ {
+				a.Parents = append(a.Parents, d.string("parent schema"))
+			}
+		}
 		a.Schema = d.string("schema")
 		a.Table = d.string("table")
 		if chunk := d.bytes("chunk", math.MaxUint64); len(chunk) > 0 {

@@ -22,6 +22,7 @@ func sampleBatch() Batch {
 		{Timestamp: 3, Entry: Txn{Entries: []Entry{
 			Statement{SQL: "DELETE FROM t"},
 			Append{Schema: "s", Table: "u"},
+			Append{Schema: "b", Parents: []string{"a", "x.y"}, Table: "t", Chunk: []byte{1}},
 		}}},
 		{Entry: NoOp{}},
 	}}
@@ -125,6 +126,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown kind", reseal([]byte{Version, recordBatch, 1, 0, 0, 99, 0, 0, 0, 0}), ErrCorrupt},
 		{"bad bool", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindStatement), 0, 0, 1, byte(ParamBool), 7, 0, 0, 0, 0}), ErrCorrupt},
 		{"bad flags", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindStatement), 0, 0x80, 0, 0, 0, 0, 0}), ErrCorrupt},
+		{"nested append without parents", reseal([]byte{Version, recordBatch, 1, 0, 0, tagNestedAppend, 0, 1, 's', 1, 't', 0, 0, 0, 0, 0}), ErrCorrupt},
 		{"nested txn", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindTxn), 1, byte(KindTxn), 0, 0, 0, 0, 0}), ErrCorrupt},
 	}
 	for _, tt := range tests {

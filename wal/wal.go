@@ -60,6 +60,9 @@ type Statement struct {
 // Append bulk-loads one encoded DataChunk into a table.
 type Append struct {
 	Schema, Table string
+	// Parents are the schemas Schema is nested in (DuckDB 2.0), outermost
+	// first; none for a schema of the database.
+	Parents []string
 	// Chunk is a wire DataChunk in the Q3 layout; wal treats it as opaque.
 	Chunk []byte
 }
@@ -79,6 +82,11 @@ func (Statement) Kind() Kind { return KindStatement }
 
 // Kind implements Entry.
 func (Append) Kind() Kind { return KindAppend }
+
+// Path is the schema's path: Parents, then Schema.
+func (a Append) Path() []string {
+	return append(a.Parents[:len(a.Parents):len(a.Parents)], a.Schema)
+}
 
 // Kind implements Entry.
 func (Txn) Kind() Kind { return KindTxn }

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
 	bindings "github.com/duckdb/duckdb-go-bindings"
 
+	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -25,26 +27,44 @@ func (c *Conn) Append(schema, table string, chunk *wire.DataChunk) error {
 	if schema == "" {
 		schema = "main"
 	}
+	return c.AppendPath([]string{schema}, table, chunk)
+}
+
+// AppendPath is Append to a table of the schema at path: one name, or the
+// names of a nested schema (DuckDB 2.0) outermost first. DuckDB's table
+// appender finds a table by one schema name only, so a nested schema's
+// table is appended through a query appender, INSERT INTO the table
+// SELECT * FROM the appended rows, which casts as INSERT does.
+func (c *Conn) AppendPath(path []string, table string, chunk *wire.DataChunk) error {
+	name := qualifiedName(path, table)
+	if len(path) == 0 {
+		return fmt.Errorf("append to %s: no schema", name)
+	}
 	q, err := c.begin(context.Background())
 	if err != nil {
-		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	defer c.end(q)
-	if err := c.appendTx(q, schema, table, chunk); err != nil {
-		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+	if err := c.appendTx(q, path, table, chunk); err != nil {
+		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	return nil
 }
 
+// qualifiedName is path and table as one dotted name, for messages.
+func qualifiedName(path []string, table string) string {
+	return strings.Join(append(path[:len(path):len(path)], table), ".")
+}
+
 // appendTx wraps append in a transaction unless one is open.
-func (c *Conn) appendTx(q *query, schema, table string, chunk *wire.DataChunk) error {
+func (c *Conn) appendTx(q *query, path []string, table string, chunk *wire.DataChunk) error {
 	if c.inTx {
-		return c.append(q, schema, table, chunk)
+		return c.append(q, path, table, chunk)
 	}
 	if err := c.run("BEGIN TRANSACTION"); err != nil {
 		return err
 	}
-	if err := c.append(q, schema, table, chunk); err != nil {
+	if err := c.append(q, path, table, chunk); err != nil {
 		if rerr := c.run("ROLLBACK"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
@@ -63,29 +83,18 @@ func (c *Conn) run(sql string) error {
 	return nil
 }
 
-func (c *Conn) append(q *query, schema, table string, chunk *wire.DataChunk) error {
+func (c *Conn) append(q *query, path []string, table string, chunk *wire.DataChunk) error {
 	if chunk == nil {
 		return errors.New("nil chunk")
 	}
-	var app bindings.Appender
-	defer bindings.AppenderDestroy(&app)
-	if bindings.AppenderCreateExt(c.conn, "", schema, table, &app) == bindings.StateError {
-		return appenderError(app)
-	}
-	ncols := int(bindings.AppenderColumnCount(app))
-	if len(chunk.Columns) != ncols {
-		return fmt.Errorf("table has %d columns, chunk has %d", ncols, len(chunk.Columns))
-	}
-
 	// The DuckDB chunk has the wire types; where they differ from the
 	// table's, the appender casts.
-	types := make([]bindings.LogicalType, 0, ncols)
+	types := make([]bindings.LogicalType, 0, len(chunk.Columns))
 	defer func() {
 		for i := range types {
 			bindings.DestroyLogicalType(&types[i])
 		}
 	}()
-	var mismatch []string
 	for i, col := range chunk.Columns {
 		if col == nil {
 			return fmt.Errorf("column %d is missing", i+1)
@@ -93,18 +102,38 @@ func (c *Conn) append(q *query, schema, table string, chunk *wire.DataChunk) err
 		if col.Count < chunk.Rows {
 			return fmt.Errorf("column %d has %d rows, chunk has %d", i+1, col.Count, chunk.Rows)
 		}
-		tableType, err := ownedWireType(bindings.AppenderColumnType(app, bindings.IdxT(i)))
-		if err != nil {
-			return fmt.Errorf("column %d: %w", i+1, err)
-		}
-		if !sameType(&tableType, &col.Type) {
-			mismatch = append(mismatch, fmt.Sprintf("column %d is %s, chunk has %s", i+1, typeName(tableType), typeName(col.Type)))
-		}
 		lt, err := cType(col.Type)
 		if err != nil {
 			return fmt.Errorf("column %d: %w", i+1, err)
 		}
 		types = append(types, lt)
+	}
+	ncols := len(types)
+
+	var app bindings.Appender
+	defer bindings.AppenderDestroy(&app)
+	var mismatch []string
+	if len(path) > 1 {
+		insert := "INSERT INTO " + sqlquote.Path(append(path[:len(path):len(path)], table)) + " SELECT * FROM appended_data"
+		if bindings.AppenderCreateQuery(c.conn, insert, types, "appended_data", nil, &app) == bindings.StateError {
+			return appenderError(app)
+		}
+	} else {
+		if bindings.AppenderCreateExt(c.conn, "", path[0], table, &app) == bindings.StateError {
+			return appenderError(app)
+		}
+		if n := int(bindings.AppenderColumnCount(app)); ncols != n {
+			return fmt.Errorf("table has %d columns, chunk has %d", n, ncols)
+		}
+		for i, col := range chunk.Columns {
+			tableType, err := ownedWireType(bindings.AppenderColumnType(app, bindings.IdxT(i)))
+			if err != nil {
+				return fmt.Errorf("column %d: %w", i+1, err)
+			}
+			if !sameType(&tableType, &col.Type) {
+				mismatch = append(mismatch, fmt.Sprintf("column %d is %s, chunk has %s", i+1, typeName(tableType), typeName(col.Type)))
+			}
+		}
 	}
 
 	dc := bindings.CreateDataChunk(types)

@@ -234,3 +234,43 @@ func TestAppendAtomic(t *testing.T) {
 		t.Errorf("%d rows, want %d", got, n)
 	}
 }
+
+// TestAppendNestedSchema appends to tables of DuckDB 2.0's nested schemas,
+// which the table appender cannot name, including one that shares its
+// schema's and table's names with another at another path, and one with a
+// generated column.
+func TestAppendNestedSchema(t *testing.T) {
+	c := connect(t, openTest(t))
+	for _, q := range []string{
+		"CREATE SCHEMA a", "CREATE SCHEMA a.b", "CREATE SCHEMA x", "CREATE SCHEMA x.b",
+		"CREATE TABLE a.b.t(i BIGINT, s VARCHAR)", "CREATE TABLE x.b.t(i BIGINT, s VARCHAR)",
+		"CREATE TABLE a.b.g(i BIGINT, s VARCHAR, twice BIGINT GENERATED ALWAYS AS (i * 2))",
+	} {
+		exec(t, c, q)
+	}
+	chunk := &wire.DataChunk{Rows: 3, Columns: []*wire.Vector{
+		int32Vector(3, func(i int) int32 { return int32(i + 1) }, nil),
+		stringVector(3, func(i int) string { return fmt.Sprint("s", i) }, func(i int) bool { return i == 2 }),
+	}}
+	for _, table := range []string{"t", "g"} {
+		if err := c.AppendPath([]string{"a", "b"}, table, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := queryInt64(t, c, "SELECT sum(i) FROM a.b.t WHERE s IS NOT NULL OR i = 3"); got != 6 {
+		t.Errorf("a.b.t sums to %d, want 6", got)
+	}
+	if got := queryInt64(t, c, "SELECT sum(twice) FROM a.b.g"); got != 12 {
+		t.Errorf("a.b.g's generated column sums to %d, want 12", got)
+	}
+	if got := queryInt64(t, c, "SELECT count(*) FROM x.b.t"); got != 0 {
+		t.Errorf("x.b.t has %d rows, want none", got)
+	}
+	err := c.AppendPath([]string{"a", "nope"}, "t", chunk)
+	if err == nil || !strings.Contains(err.Error(), "append to a.nope.t") {
+		t.Errorf("append to a missing nested schema: %v", err)
+	}
+	if err := c.AppendPath([]string{"a", "b"}, "t", &wire.DataChunk{Rows: 1, Columns: chunk.Columns[:1]}); err == nil {
+		t.Error("a chunk with too few columns was appended")
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	bindings "github.com/duckdb/duckdb-go-bindings"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
 )
 
 // Options configure a database when it is opened.
@@ -37,6 +39,7 @@ type DB struct {
 	path     string
 	log      *slog.Logger
 	platform string
+	catalog  string
 
 	mu     sync.Mutex
 	db     bindings.Database
@@ -84,6 +87,10 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	db.platform = platform
+	if db.catalog, err = db.queryString("SELECT current_database()"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
 	db.log.Debug("duckdb opened", "path", path, "version", db.Version(), "platform", platform)
 	return db, nil
 }
@@ -127,6 +134,31 @@ func (db *DB) Version() string { return bindings.LibraryVersion() }
 
 // Platform is DuckDB's platform string, e.g. "linux_amd64".
 func (db *DB) Platform() string { return db.platform }
+
+// Catalog is the database's catalog name, DuckDB's current_database():
+// the file's base name without its extension, "memory" in memory.
+func (db *DB) Catalog() string { return db.catalog }
+
+// ResolveTable splits a table name as SQL writes it into the path of its
+// schema and the table: t is main's, s.t schema s's, and a longer name a
+// table of a nested schema (DuckDB 2.0), unless its first part is this
+// database's catalog, which is dropped. The parts are not checked against
+// the catalog: appending to them is.
+func (db *DB) ResolveTable(name string) (schema []string, table string, err error) {
+	parts := sqlquote.SplitPath(name)
+	if len(parts) > 2 && parts[0] == db.catalog {
+		parts = parts[1:]
+	}
+	for _, p := range parts {
+		if p == "" {
+			return nil, "", fmt.Errorf("%q is not a table name", name)
+		}
+	}
+	if len(parts) == 1 {
+		return []string{"main"}, parts[0], nil
+	}
+	return parts[:len(parts)-1], parts[len(parts)-1], nil
+}
 
 // Connect opens a new connection.
 func (db *DB) Connect() (*Conn, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -529,5 +530,37 @@ func TestPreparedStatement(t *testing.T) {
 	s.Close()
 	if _, err := s.Exec(ctx, 1, "x"); err == nil {
 		t.Error("closed statement ran")
+	}
+}
+
+func TestResolveTable(t *testing.T) {
+	db := openTest(t)
+	if db.Catalog() != "memory" {
+		t.Fatalf("in-memory catalog %q", db.Catalog())
+	}
+	tests := []struct {
+		name   string
+		schema []string
+		table  string
+	}{
+		{"t", []string{"main"}, "t"},
+		{"s.t", []string{"s"}, "t"},
+		{`"my s"."T"`, []string{"my s"}, "T"},
+		{"memory.s.t", []string{"s"}, "t"},
+		{"memory.t", []string{"memory"}, "t"},
+		{"a.b.t", []string{"a", "b"}, "t"},
+		{"memory.a.b.t", []string{"a", "b"}, "t"},
+		{"other.s.t", []string{"other", "s"}, "t"},
+	}
+	for _, tt := range tests {
+		schema, table, err := db.ResolveTable(tt.name)
+		if err != nil || !slices.Equal(schema, tt.schema) || table != tt.table {
+			t.Errorf("ResolveTable(%q) = %q, %q, %v; want %q, %q", tt.name, schema, table, err, tt.schema, tt.table)
+		}
+	}
+	for _, bad := range []string{"", "s.", ".t", `a..t`} {
+		if _, _, err := db.ResolveTable(bad); err == nil {
+			t.Errorf("ResolveTable(%q) accepted", bad)
+		}
 	}
 }

@@ -27,3 +27,40 @@ func Ident(s string) string {
 func Literal(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
+
+// Path returns names as one qualified name, each part quoted by Ident and
+// joined by dots: a table of a nested schema (DuckDB 2.0) is
+// "a"."b"."t".
+func Path(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = Ident(n)
+	}
+	return strings.Join(quoted, ".")
+}
+
+// SplitPath splits a dotted name as SQL writes one, a."b.c".d, into its
+// parts, the inverse of Path: quotes group, a doubled quote inside them is
+// one, and blanks outside them are dropped. It does not check that the
+// parts are names: a caller binds them.
+func SplitPath(name string) []string {
+	var parts []string
+	var cur strings.Builder
+	quoted := false
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '"' && quoted && i+1 < len(name) && name[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == '.' && !quoted:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		case (c == ' ' || c == '\t' || c == '\n' || c == '\r') && !quoted:
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	return append(parts, cur.String())
+}

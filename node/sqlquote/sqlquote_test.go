@@ -1,6 +1,9 @@
 package sqlquote
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestIdent(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -39,6 +42,47 @@ func TestLiteral(t *testing.T) {
 	for _, tt := range tests {
 		if got := Literal(tt.in); got != tt.want {
 			t.Errorf("Literal(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPath(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"t"}, `"t"`},
+		{[]string{"main", "t"}, `"main"."t"`},
+		{[]string{"a", "b", "t"}, `"a"."b"."t"`},
+		{[]string{"a.b", `c"d`, "t"}, `"a.b"."c""d"."t"`},
+	}
+	for _, tt := range tests {
+		if got := Path(tt.in); got != tt.want {
+			t.Errorf("Path(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSplitPath(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"t", []string{"t"}},
+		{" main . t ", []string{"main", "t"}},
+		{`a."b.c".d`, []string{"a", "b.c", "d"}},
+		{`"x""y"."t t"`, []string{`x"y`, "t t"}},
+		{"a.b.c.t", []string{"a", "b", "c", "t"}},
+		{"", []string{""}},
+	}
+	for _, tt := range tests {
+		if got := SplitPath(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("SplitPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, p := range [][]string{{"a"}, {"a.b", `c"d`, " t "}} {
+		if got := SplitPath(Path(p)); !slices.Equal(got, p) {
+			t.Errorf("SplitPath(Path(%q)) = %q", p, got)
 		}
 	}
 }
