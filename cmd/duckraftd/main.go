@@ -261,6 +261,12 @@ func run(args []string) error {
 		return nil
 	case <-d.Done():
 		d.Close()
+		if errors.Is(d.Err(), daemon.ErrRemoved) {
+			// A clean exit: a service manager that restarts failed
+			// nodes must not start this one again to rejoin.
+			log.Info("stopped: removed from the cluster")
+			return nil
+		}
 		return d.Err()
 	}
 }
