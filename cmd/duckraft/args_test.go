@@ -67,6 +67,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"node remove without id", []string{"node", "remove"}, "want 2"},
 		{"unknown node subcommand", []string{"node", "add", "n4"}, `unknown subcommand "add"`},
 		{"unknown command", []string{"statsu"}, `unexpected arguments ["statsu"]`},
+		{"flags before a benchmark's name", []string{"--server", "quack:h", "bench", "bulk"}, "name the benchmark first"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,6 +48,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name, args := splitCommand(args, commands)
 	switch name {
 	case "bench":
+		// The benchmarks start clusters of their own: the global flags
+		// mean nothing to them, and their own follow the benchmark's name.
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			fmt.Fprintln(stderr, "duckraft bench: name the benchmark first: duckraft bench bulk|writes|reads [flags]")
+			return 2
+		}
 		return runBench(args, stdout, stderr)
 	case "status":
 		return runStatus(args, stdout, stderr)
