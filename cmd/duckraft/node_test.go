@@ -100,3 +100,65 @@ func TestStatusAndNodeRemove(t *testing.T) {
 		t.Fatalf("second removal of %s: exit %d, stdout %q, stderr %q", victim.ID, code, out, errOut)
 	}
 }
+
+// TestNodeRemoveDead: a member that gossip sees dead is removed at once;
+// a removal that would leave the live voters short of a majority is
+// refused; and a removed node started again rejoins, as docs/cli.md says
+// removal means.
+func TestNodeRemoveDead(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitForLeader(t, 20*time.Second)
+	followers := c.Others(leader)
+	dead, alive := followers[0], followers[1]
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args = append([]string{"--server", "quack:" + leader.QuackAddr, "--token", testcluster.Token}, args...)
+		code := run(args, strings.NewReader(""), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	dead.Kill()
+	waitMember(t, leader, dead.ID, func(m nodeapi.MemberStatus) bool { return m.State == "dead" })
+
+	// {leader, dead} could commit nothing, not even this change.
+	if code, out, errOut := cli("node", "remove", alive.ID); code != 1 || !strings.Contains(errOut, "not a majority") {
+		t.Fatalf("removal of %s with %s dead: exit %d, stdout %q, stderr %q", alive.ID, dead.ID, code, out, errOut)
+	}
+	code, out, errOut := cli("node", "remove", dead.ID)
+	if code != 0 || !strings.Contains(out, "gossip already saw it dead") {
+		t.Fatalf("removal of dead %s: exit %d, stdout %q, stderr %q", dead.ID, code, out, errOut)
+	}
+	waitMember(t, leader, dead.ID, func(m nodeapi.MemberStatus) bool { return !m.InRaft })
+	if _, err := alive.Client(t).Exec(t.Context(), "CREATE TABLE after_dead_removed(i INTEGER)"); err != nil {
+		t.Fatalf("write with two voters left: %v", err)
+	}
+
+	dead.Restart(t)
+	waitMember(t, c.WaitForLeader(t, 20*time.Second), dead.ID, func(m nodeapi.MemberStatus) bool { return m.InRaft })
+}
+
+// waitMember waits until the member id, as n reports it, satisfies ok.
+func waitMember(t *testing.T, n *testcluster.Node, id string, ok func(nodeapi.MemberStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last []nodeapi.MemberStatus
+	for time.Now().Before(deadline) {
+		if st, err := n.Status(); err == nil {
+			last = st.Members
+			found := false
+			for _, m := range st.Members {
+				if m.ID == id {
+					found = true
+					if ok(m) {
+						return
+					}
+				}
+			}
+			if !found && ok(nodeapi.MemberStatus{ID: id}) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("member %s as %s reports it never got there: %+v", id, n.ID, last)
+}

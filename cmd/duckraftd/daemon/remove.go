@@ -47,8 +47,14 @@ func (d *Daemon) removeMember(ctx context.Context, id string) (nodeapi.Removal, 
 	if err != nil {
 		return out, err
 	}
-	if !slices.ContainsFunc(conf, func(s replication.Server) bool { return s.ID == id }) {
+	i := slices.IndexFunc(conf, func(s replication.Server) bool { return s.ID == id })
+	if i < 0 {
 		return out, nodeapi.Errorf(nodeapi.CodeNoSuchMember, "no member %q in the Raft configuration", id)
+	}
+	if conf[i].Voter {
+		if err := d.safeToRemove(conf, id); err != nil {
+			return out, err
+		}
 	}
 	if mem, ok := d.members.member(id); ok && live(mem) {
 		if mem.Meta.QuackAddr == "" {
@@ -67,6 +73,29 @@ func (d *Daemon) removeMember(ctx context.Context, id string) (nodeapi.Removal, 
 	}
 	d.log.Info("member removed", "server", id, "left", out.Left)
 	return out, nil
+}
+
+// safeToRemove refuses to remove voter id when the voters left, counting
+// only those gossip sees alive at the address Raft has for them, would not
+// be a majority of the new voter set: that configuration could not commit
+// anything, its own change included, and the cluster would stall. The
+// reconciler applies the same rule to its own removals (cluster/DESIGN.md).
+func (d *Daemon) safeToRemove(conf []replication.Server, id string) error {
+	self := d.store.ID()
+	remaining, alive := 0, 0
+	for _, s := range conf {
+		if !s.Voter || s.ID == id {
+			continue
+		}
+		remaining++
+		if mem, ok := d.members.member(s.ID); s.ID == self || ok && mem.State == cluster.StateAlive && mem.Meta.RaftAddr == s.Addr {
+			alive++
+		}
+	}
+	if alive > remaining/2 {
+		return nil
+	}
+	return nodeapi.Errorf(nodeapi.CodeBadRequest, "removing voter %s would leave %d voters of which only %d are alive, not a majority: bring the others back (or remove the dead ones) first", id, remaining, alive)
 }
 
 // live reports whether gossip sees mem as running: not dead, not gone.
