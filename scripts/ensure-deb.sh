@@ -19,7 +19,7 @@ else
 fi
 export DEBIAN_FRONTEND=noninteractive
 # shellcheck disable=SC2086
-$as_root apt-get install -y --no-install-recommends $missing || {
-	$as_root apt-get update
-	$as_root apt-get install -y --no-install-recommends $missing
+$as_root apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 $missing || {
+	$as_root apt-get -o DPkg::Lock::Timeout=600 update
+	$as_root apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 $missing
 }
