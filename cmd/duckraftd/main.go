@@ -182,7 +182,10 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "usage: duckraftd [flags]\n\nEvery flag can also be set by the environment variable shown, or as a key in\nthe --config file; a flag beats its variable, which beats the file.\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, help := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s %s\n    \t%s\n    \t(env %s, default %q)\n", f.Name, kind, help, envVar(f.Name), f.DefValue)
+		if kind != "" {
+			kind = " " + kind
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s\n    \t(env %s, default %q)\n", f.Name, kind, help, envVar(f.Name), f.DefValue)
 	})
 }
 
