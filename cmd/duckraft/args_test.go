@@ -66,6 +66,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"node without subcommand", []string{"node"}, "want 2"},
 		{"node remove without id", []string{"node", "remove"}, "want 2"},
 		{"unknown node subcommand", []string{"node", "add", "n4"}, `unknown subcommand "add"`},
+		{"status as csv", []string{"status", "--format", "csv"}, "status prints a table or json"},
 		{"unknown command", []string{"statsu"}, `unexpected arguments ["statsu"]`},
 		{"flags before a benchmark's name", []string{"--server", "quack:h", "bench", "bulk"}, "name the benchmark first"},
 	}

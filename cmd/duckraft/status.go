@@ -24,6 +24,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if c == nil {
 		return code
 	}
+	if c.format != "table" && c.format != "json" {
+		fmt.Fprintf(stderr, "duckraft status: --format %q: status prints a table or json\n", c.format)
+		return 2
+	}
 	st, err := statusOf(c.api, c.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
