@@ -12,11 +12,21 @@ import (
 )
 
 // TestStatusAndNodeRemove runs the operator commands against a real
-// 3-node cluster: status with the global flags before the subcommand and
-// as JSON, the refusals of node remove, and a removal that lasts: the
-// removed node stops, and no reconciler pass adds it back.
+// 3-node cluster, of duckraftd processes and of in-process daemons: status
+// with the global flags before the subcommand and as JSON, the refusals of
+// node remove, and a removal that lasts: the removed node stops, and no
+// reconciler pass adds it back.
 func TestStatusAndNodeRemove(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+	for _, mode := range []struct {
+		name string
+		opts testcluster.Options
+	}{{"processes", testcluster.Options{}}, {"in-process", testcluster.Options{InProcess: true}}} {
+		t.Run(mode.name, func(t *testing.T) { statusAndNodeRemove(t, mode.opts) })
+	}
+}
+
+func statusAndNodeRemove(t *testing.T, opts testcluster.Options) {
+	c := testcluster.Start(t, 3, opts)
 	leader := c.WaitForLeader(t, 20*time.Second)
 	followers := c.Others(leader)
 	victim, via := followers[0], followers[1]
@@ -72,8 +82,14 @@ func TestStatusAndNodeRemove(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(victim.Log(), "stopped: removed from the cluster") {
-		t.Errorf("%s's log does not say it was removed:\n%s", victim.ID, victim.Log())
+	// duckraftd exits cleanly, so that a service manager does not start
+	// it again; a daemon in the test process only stops.
+	want := "stopped: removed from the cluster"
+	if opts.InProcess {
+		want = "the leader removes this node from the cluster"
+	}
+	if !strings.Contains(victim.Log(), want) {
+		t.Errorf("%s's log lacks %q:\n%s", victim.ID, want, victim.Log())
 	}
 
 	// The reconciler runs every second and on every gossip event: through
