@@ -12,6 +12,7 @@ require (
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/klauspost/compress v1.20.1
+	github.com/peterbourgon/ff/v3 v3.4.0
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/term v0.48.0
 )

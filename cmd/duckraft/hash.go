@@ -13,10 +13,11 @@ import (
 // rows. It exits 1 if a data node cannot be asked, and 3 if two nodes at
 // the same applied index differ.
 func runHash(args []string, stdout, stderr io.Writer) int {
-	api, addr, code := parseAPIFlags("hash", args, stderr, nil)
-	if api == nil {
+	c, code := parseAPIFlags("hash", args, 0, stderr, nil)
+	if c == nil {
 		return code
 	}
+	api, addr := c.api, c.addr
 	st, err := statusOf(api, addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft hash:", err)

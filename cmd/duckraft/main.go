@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,73 +27,76 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, "; ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-const usage = `usage: duckraft [flags]                 interactive shell
-       duckraft [flags] -c SQL [-c SQL]  run statements and exit
-       duckraft status [--server S]      the cluster's members as one node sees them
-       duckraft transfer-leader [--to ID] move leadership to another voter
-       duckraft hash [--server S]        every member's applied index and state hash
-       duckraft bench bulk|writes        benchmarks (see duckraft bench)
+const usage = `usage: duckraft [flags]                   interactive shell
+       duckraft [flags] -c SQL [-c SQL]    run statements and exit
+       duckraft status [--json]            the cluster's members as one node sees them
+       duckraft transfer-leader [--to ID]  move leadership to another voter
+       duckraft node remove ID             take a node out of the cluster
+       duckraft hash                       every member's applied index and state hash
+       duckraft bench bulk|writes|reads    benchmarks (see duckraft bench)
+
+The flags --server, --token, --format and --protocol go before or after the
+subcommand.
 
 flags:
 `
 
+// commands are the subcommands' names.
+var commands = []string{"bench", "status", "transfer-leader", "hash", "node"}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "bench":
-			return runBench(args[1:], stdout, stderr)
-		case "status":
-			return runStatus(args[1:], stdout, stderr)
-		case "transfer-leader":
-			return runTransferLeader(args[1:], stdout, stderr)
-		case "hash":
-			return runHash(args[1:], stdout, stderr)
+	name, args := splitCommand(args, commands)
+	switch name {
+	case "bench":
+		// The benchmarks start clusters of their own: the global flags
+		// mean nothing to them, and their own follow the benchmark's name.
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			fmt.Fprintln(stderr, "duckraft bench: name the benchmark first: duckraft bench bulk|writes|reads [flags]")
+			return 2
 		}
+		return runBench(args, stdout, stderr)
+	case "status":
+		return runStatus(args, stdout, stderr)
+	case "transfer-leader":
+		return runTransferLeader(args, stdout, stderr)
+	case "hash":
+		return runHash(args, stdout, stderr)
+	case "node":
+		return runNode(args, stdout, stderr)
 	}
-	fs := flag.NewFlagSet("duckraft", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+	var sqls stringList
+	g, pos, code := parseCommand("", args, stderr, usage, func(fs *flag.FlagSet) {
+		fs.Var(&sqls, "c", "SQL to run (repeatable); without -c an interactive shell starts")
+	})
+	if g == nil {
+		return code
 	}
-	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "server as quack:HOST[:PORT] (env DUCKRAFT_SERVER)")
-	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN)")
-	var commands stringList
-	fs.Var(&commands, "c", "SQL to run (repeatable); without -c an interactive shell starts")
-	format := fs.String("format", "table", "output format: table, csv or json")
-	protocol := fs.Int("protocol", 0, "Quack generation to speak: 1 or 3 (0: negotiate)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "duckraft: unexpected arguments %q (commands: %s)\n", pos, strings.Join(commands, ", "))
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "duckraft: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	out, err := newPrinter(*format, stdout)
+	out, err := newPrinter(g.format, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	conn, err := client.Connect(ctx, *server, client.Options{Token: *token, Generation: wire.Generation(*protocol)})
+	conn, err := client.Connect(ctx, g.server, client.Options{Token: g.token, Generation: wire.Generation(g.protocol)})
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft:", err)
 		return 1
 	}
 	defer conn.Close()
 	s := &session{conn: conn, out: out, stderr: stderr, progress: isTerminal(os.Stderr)}
-	if len(commands) == 0 {
+	if len(sqls) == 0 {
 		if err := s.shell(stdin); err != nil {
 			fmt.Fprintln(stderr, "duckraft:", err)
 			return 1
 		}
 		return 0
 	}
-	for _, sql := range commands {
+	for _, sql := range sqls {
 		if err := s.execute(ctx, sql); err != nil {
 			fmt.Fprintln(stderr, "Error:", err)
 			return 1

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,16 +14,33 @@ import (
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
-// runStatus prints the cluster's members as the given node sees them.
+// runStatus prints the cluster's members as the given node sees them: a
+// table, or with --json (or --format json) the node's status document.
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	api, addr, code := parseAPIFlags("status", args, stderr, nil)
-	if api == nil {
+	var asJSON bool
+	c, code := parseAPIFlags("status", args, 0, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the status document as JSON")
+	})
+	if c == nil {
 		return code
 	}
-	st, err := statusOf(api, addr)
+	if c.format != "table" && c.format != "json" {
+		fmt.Fprintf(stderr, "duckraft status: --format %q: status prints a table or json\n", c.format)
+		return 2
+	}
+	st, err := statusOf(c.api, c.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
 		return 1
+	}
+	if asJSON || c.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			fmt.Fprintln(stderr, "duckraft status:", err)
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "node %s: %s, leader %s, applied %d, commit %d\n\n", st.ID, st.State, st.LeaderID, st.Applied, st.Commit)
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -39,27 +56,34 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseAPIFlags parses the flags of a subcommand that talks to a node's
-// API: --server and --token, and those extra defines. It returns the
-// client and the node's address, or nil and the exit status after it
-// reported the error.
-func parseAPIFlags(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*nodeapi.Client, string, int) {
-	fs := flag.NewFlagSet("duckraft "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "any member, as quack:HOST[:PORT]")
-	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "cluster token (env DUCKRAFT_TOKEN)")
-	if extra != nil {
-		extra(fs)
+// apiCommand is a parsed subcommand that talks to a node's API.
+type apiCommand struct {
+	*globals
+	api  *nodeapi.Client
+	addr string
+	// args are the positional arguments.
+	args []string
+}
+
+// parseAPIFlags parses the arguments of a subcommand that talks to a
+// node's API: the global flags, those extra defines, and exactly nargs
+// positional arguments, in any order. It returns nil and the exit status
+// after it reported an error.
+func parseAPIFlags(cmd string, args []string, nargs int, stderr io.Writer, extra func(*flag.FlagSet)) (*apiCommand, int) {
+	g, pos, code := parseCommand(cmd, args, stderr, usage, extra)
+	if g == nil {
+		return nil, code
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, "", 2
+	if len(pos) != nargs {
+		fmt.Fprintf(stderr, "duckraft %s: %d arguments %q, want %d (see duckraft --help)\n", cmd, len(pos), pos, nargs)
+		return nil, 2
 	}
-	api, addr, err := serverAPI(*server, *token)
+	api, addr, err := serverAPI(g.server, g.token)
 	if err != nil {
 		fmt.Fprintf(stderr, "duckraft %s: %v\n", cmd, err)
-		return nil, "", 2
+		return nil, 2
 	}
-	return api, addr, 0
+	return &apiCommand{globals: g, api: api, addr: addr, args: pos}, 0
 }
 
 // serverAPI turns a --server value (quack:HOST[:PORT]) into a client of

@@ -17,13 +17,14 @@ import (
 // up-to-date one.
 func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 	var to, key string
-	api, addr, code := parseAPIFlags("transfer-leader", args, stderr, func(fs *flag.FlagSet) {
+	c, code := parseAPIFlags("transfer-leader", args, 0, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&to, "to", "", "ID of the voter to lead next (default: the most up-to-date voter)")
 		fs.StringVar(&key, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the cluster key, hex (env DUCKRAFT_CLUSTER_KEY; default: derived from --token, as duckraftd does)")
 	})
-	if api == nil {
+	if c == nil {
 		return code
 	}
+	api, addr := c.api, c.addr
 	ck := clusterkey.FromToken(api.Token)
 	if key != "" {
 		var err error

@@ -7,11 +7,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
 
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
@@ -21,7 +26,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "duckraftd:", err)
 		os.Exit(1)
 	}
@@ -35,13 +44,29 @@ type config struct {
 	gossipProfile string
 	clusterKey    string
 	logLevel      string
+	logFormat     string
 	debugAddr     string
 }
 
-func parseFlags(args []string) (*config, error) {
+// envPrefix prefixes the environment variable of every flag: --cluster-key
+// is DUCKRAFT_CLUSTER_KEY.
+const envPrefix = "DUCKRAFT"
+
+// parseFlags reads the configuration from args, the DUCKRAFT_*
+// environment variables and the --config file, in that order of
+// precedence, over the defaults (docs/configuration.md). Every setting is a
+// flag, so the three sources cannot drift apart. usage receives --help's
+// text.
+func parseFlags(args []string, usage io.Writer) (*config, error) {
 	host, _ := os.Hostname()
 	c := &config{}
 	fs := flag.NewFlagSet("duckraftd", flag.ContinueOnError)
+	// Errors are returned, not printed with the whole usage after them;
+	// only --help prints it.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var configFile string
+	fs.StringVar(&configFile, "config", "", "configuration `file`: one \"key value\" per line, keys are flag names without dashes, # starts a comment")
 	fs.StringVar(&c.ID, "id", host, "node id, unique in the cluster")
 	fs.StringVar(&c.DataDir, "data", "./duckraft-data", "data directory")
 	fs.StringVar(&c.QuackAddr, "quack", "127.0.0.1:9494", "Quack listen address (host:port)")
@@ -55,7 +80,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Uint64Var(&c.MaxStaleness, "max-staleness", 1000, "log entries a bounded read may lag behind")
 	fs.IntVar(&c.Voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
-	fs.StringVar(&c.clusterKey, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the members' credential, 32/48/64 hex digits (env DUCKRAFT_CLUSTER_KEY): gossip, Raft TLS and node-to-node requests are keyed by it. Default: derived from the token, which lets every client holding the token act as a member; production clusters set their own")
+	fs.StringVar(&c.clusterKey, "cluster-key", "", "the members' credential, 32/48/64 hex digits: gossip, Raft TLS and node-to-node requests are keyed by it. Default: derived from the token, which lets every client holding the token act as a member; production clusters set their own")
 	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "Raft transport certificate file (PEM), instead of one issued from the cluster key; with --raft-tls-key and --raft-tls-ca")
 	fs.StringVar(&c.RaftTLSKey, "raft-tls-key", "", "Raft transport key file (PEM)")
 	fs.StringVar(&c.RaftTLSCA, "raft-tls-ca", "", "CA certificates (PEM) that sign every member's Raft certificate, and members' only")
@@ -64,7 +89,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
 	fs.DurationVar(&c.GroupCommitWait, "group-commit-wait", 5*time.Millisecond, "longest the leader holds concurrent writes to share one log entry (0: never)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
-	fs.StringVar(&c.Token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN); generated and kept in the data directory when empty")
+	fs.StringVar(&c.Token, "token", "", "authentication token; generated and kept in the data directory when empty")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key file")
 	fs.StringVar(&c.Authorizer, "authorizer", "", "name of a SQL macro fn(session_id, sql) that authorizes each statement")
@@ -80,8 +105,19 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.MemoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
 	fs.StringVar(&c.DuckDBFsync, "duckdb-fsync", "STANDARD", "fsync_mode of the replicated database: STANDARD, NONE or FULL (the Raft log is fsynced whatever this says)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <token>)")
-	if err := fs.Parse(args); err != nil {
+	err := ff.Parse(fs, args,
+		ff.WithEnvVarPrefix(envPrefix),
+		ff.WithConfigFileFlag("config"),
+		ff.WithConfigFileParser(configParser(fs, &configFile)))
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(fs, usage)
+	}
+	if pe, ok := errors.AsType[*iofs.PathError](err); ok && pe.Path == configFile {
+		err = fmt.Errorf("--config: %w", err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -114,10 +150,48 @@ func parseFlags(args []string) (*config, error) {
 	if n := countSet(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA); n != 0 && n != 3 {
 		return nil, errors.New("--raft-tls-cert, --raft-tls-key and --raft-tls-ca go together")
 	}
-	if c.gossipProfile == "loopback" {
+	switch c.gossipProfile {
+	case "lan":
+	case "loopback":
 		c.GossipTiming = cluster.LoopbackTiming()
+	default:
+		return nil, fmt.Errorf("--gossip-profile: %q is neither lan nor loopback", c.gossipProfile)
 	}
 	return c, nil
+}
+
+// configParser reads a --config file in ff's plain format, one "key value"
+// per line, and names the file, the key and the value in its errors.
+func configParser(fs *flag.FlagSet, path *string) ff.ConfigFileParser {
+	return func(r io.Reader, set func(name, value string) error) error {
+		return ff.PlainParser(r, func(name, value string) error {
+			if fs.Lookup(name) == nil {
+				return fmt.Errorf("--config %s: unknown key %q (keys are the flag names of duckraftd --help)", *path, name)
+			}
+			if err := set(name, value); err != nil {
+				return fmt.Errorf("--config %s: bad value %q for %s: %w", *path, value, name, errors.Unwrap(err))
+			}
+			return nil
+		})
+	}
+}
+
+// printUsage writes --help: every flag with its environment variable and
+// its default, the empty ones too, so the text is the whole configuration.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage: duckraftd [flags]\n\nEvery flag can also be set by the environment variable shown, or as a key in\nthe --config file; a flag beats its variable, which beats the file.\n\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, help := flag.UnquoteUsage(f)
+		if kind != "" {
+			kind = " " + kind
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s\n    \t(env %s, default %q)\n", f.Name, kind, help, envVar(f.Name), f.DefValue)
+	})
+}
+
+// envVar is the environment variable that sets flag name.
+func envVar(name string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // countSet is how many of vs are not empty.
@@ -131,20 +205,29 @@ func countSet(vs ...string) int {
 	return n
 }
 
-func newLogger(level string) (*slog.Logger, error) {
+// newLogger is the one logger of the daemon, handed down to every
+// component: level and format are --log-level and --log-format.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither text nor json", format)
 }
 
 func run(args []string) error {
-	c, err := parseFlags(args)
+	c, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(c.logLevel)
+	log, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
 	if err != nil {
 		return err
 	}
@@ -181,6 +264,12 @@ func run(args []string) error {
 		return nil
 	case <-d.Done():
 		d.Close()
+		if errors.Is(d.Err(), daemon.ErrRemoved) {
+			// A clean exit: a service manager that restarts failed
+			// nodes must not start this one again to rejoin.
+			log.Info("stopped: removed from the cluster")
+			return nil
+		}
 		return d.Err()
 	}
 }

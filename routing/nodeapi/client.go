@@ -162,6 +162,27 @@ func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Trans
 	return out, nil
 }
 
+// Remove asks the leader at addr to take the member id out of the cluster
+// (RemovePath), with the client token or, without one, the node
+// credential.
+func (c *Client) Remove(ctx context.Context, addr, id string) (Removal, error) {
+	var out Removal
+	target := c.url(addr, RemovePath) + "?id=" + url.QueryEscape(id)
+	err := c.do(ctx, c.reader(), http.MethodPost, target, nil, func(resp *http.Response) error {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return fmt.Errorf("%w: decode removal answer of %s: %w", ErrUnreachable, addr, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Leave tells the node at addr, with the node credential, that it is
+// being removed: it leaves gossip and stops (LeavePath).
+func (c *Client) Leave(ctx context.Context, addr string) error {
+	return c.do(ctx, c.Node, http.MethodPost, c.url(addr, LeavePath), nil, func(*http.Response) error { return nil })
+}
+
 // Write forwards cmd to the leader at addr and returns what applying it
 // produced.
 func (c *Client) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {

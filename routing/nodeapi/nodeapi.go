@@ -23,8 +23,9 @@ import (
 )
 
 // Paths served by every data node (a router serves StatusPath only).
-// StatusPath and HashPath accept the client token or the node credential;
-// TransferPath and WritePath only the node credential (see Credentials).
+// StatusPath, HashPath and RemovePath accept the client token or the node
+// credential; TransferPath, LeavePath and WritePath only the node
+// credential (see Credentials).
 const (
 	// StatusPath (GET) answers the node's Status as JSON.
 	StatusPath = "/duckraft/v1/status"
@@ -34,6 +35,14 @@ const (
 	// it, to the voter named by the query parameter "to" or to the most
 	// up-to-date voter; it answers a Transfer once the new leader took over.
 	TransferPath = "/duckraft/v1/transfer-leadership"
+	// RemovePath (POST) takes the member named by the query parameter "id"
+	// out of the cluster: the leader that serves it tells the member to
+	// leave (LeavePath), waits until gossip sees it gone, and removes it
+	// from the Raft configuration; it answers a Removal.
+	RemovePath = "/duckraft/v1/remove"
+	// LeavePath (POST) tells the node that serves it that the leader is
+	// removing it: it leaves gossip and stops.
+	LeavePath = "/duckraft/v1/leave"
 	// WritePath (POST) takes a write forwarded to the leader: a wal.Batch
 	// of one command, answered with an encoded wal.Result.
 	WritePath = "/duckraft/v1/write"
@@ -86,6 +95,16 @@ type Transfer struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// Removal is the answer of RemovePath: the member removed, and the leader
+// that removed it.
+type Removal struct {
+	ID       string `json:"id"`
+	LeaderID string `json:"leader_id"`
+	// Left is whether the member was alive and told to leave; false when
+	// gossip already saw it dead or gone.
+	Left bool `json:"left"`
+}
+
 // A Code says why a node refused a request, for the node that sent it.
 type Code string
 
@@ -105,6 +124,9 @@ const (
 	CodePinned Code = "pinned"
 	// CodeNoSuchVoter: a leadership transfer named no voter.
 	CodeNoSuchVoter Code = "no_such_voter"
+	// CodeNoSuchMember: a removal named no member of the Raft
+	// configuration.
+	CodeNoSuchMember Code = "no_such_member"
 	// CodeUnauthorized: the request lacks the credential its path needs
 	// (the client token or the node credential).
 	CodeUnauthorized Code = "unauthorized"

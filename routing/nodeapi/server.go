@@ -24,6 +24,10 @@ type Credentials struct {
 	Client, Node string
 }
 
+// operators are the credentials that may change the cluster's membership
+// (RemovePath): the one place that decides who counts as an operator.
+func (c Credentials) operators() []string { return []string{c.Client, c.Node} }
+
 // Authorized reports whether r carries one of the non-empty creds as a
 // bearer token, compared in constant time. Every HTTP port of a node checks
 // its callers with it.
@@ -61,6 +65,8 @@ func status(c Code) int {
 		return http.StatusUnauthorized
 	case CodeBadRequest, CodeNoSuchVoter:
 		return http.StatusBadRequest
+	case CodeNoSuchMember:
+		return http.StatusNotFound
 	case CodeNotLeader, CodePinned:
 		return http.StatusConflict
 	case CodeUnknownOutcome, CodeBehind:
@@ -134,6 +140,39 @@ func TransferHandler(node string, transfer func(to string) (Transfer, error)) ht
 			return
 		}
 		writeJSON(w, out)
+	})
+}
+
+// RemoveHandler serves RemovePath: remove takes the member id out of the
+// cluster. Its error should be an Error with CodeNotLeader, CodeNoSuchMember
+// or CodeBadRequest (the leader itself, a member that could not be told to
+// leave). Operators may ask (Credentials.operators).
+func RemoveHandler(creds Credentials, remove func(ctx context.Context, id string) (Removal, error)) http.Handler {
+	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		if id == "" {
+			writeError(w, Errorf(CodeBadRequest, "name the member to remove: ?id=ID"))
+			return
+		}
+		out, err := remove(r.Context(), id)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, out)
+	})
+}
+
+// LeaveHandler serves LeavePath: leave makes this node leave the cluster,
+// and runs after the answer is sent. Only members, holding the node
+// credential, may ask: the leader asks the node it removes.
+func LeaveHandler(node string, leave func()) http.Handler {
+	return guard([]string{node}, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		leave()
 	})
 }
 

@@ -57,6 +57,22 @@ func TestNodeAPICredentials(t *testing.T) {
 				if _, err := c.TransferLeadership(ctx, d.QuackAddr(), ""); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
 					t.Errorf("outsider %d: transfer: %v, want %s", i, err, nodeapi.CodeUnauthorized)
 				}
+				if err := c.Leave(ctx, d.QuackAddr()); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
+					t.Errorf("outsider %d: leave: %v, want %s", i, err, nodeapi.CodeUnauthorized)
+				}
+			}
+			select {
+			case <-d.Done():
+				t.Fatalf("an outsider's leave stopped the node: %v", d.Err())
+			default:
+			}
+			// An operator's removal of the leader itself is refused: it
+			// would leave the cluster without the node that must commit it.
+			if _, err := (&nodeapi.Client{Token: token}).Remove(ctx, d.QuackAddr(), "n1"); nodeapi.CodeOf(err) != nodeapi.CodeBadRequest {
+				t.Errorf("removal of the leader: %v, want %s", err, nodeapi.CodeBadRequest)
+			}
+			if _, err := (&nodeapi.Client{Token: "guess"}).Remove(ctx, d.QuackAddr(), "n2"); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
+				t.Errorf("removal with a wrong token: %v, want %s", err, nodeapi.CodeUnauthorized)
 			}
 			if got := query(t, d, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'outsider'"); got != int64(0) {
 				t.Errorf("an outsider's forwarded write was applied")

@@ -149,8 +149,11 @@ type Daemon struct {
 	l       net.Listener
 	hs      *http.Server
 
-	done      chan struct{}
-	serveErr  error
+	done     chan struct{}
+	serveErr error
+	// removed is set once the leader asked this node to leave
+	// (leaveCluster).
+	removed   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -285,6 +288,8 @@ func (d *Daemon) startNode() error {
 		err := d.store.TransferLeadership(to)
 		return nodeapi.Transfer{From: d.store.ID(), LeaderID: d.store.LeaderID()}, routing.APIError(err)
 	}))
+	mux.Handle(nodeapi.RemovePath, nodeapi.RemoveHandler(creds, d.removeMember))
+	mux.Handle(nodeapi.LeavePath, nodeapi.LeaveHandler(d.nodeCred, d.leaveCluster))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
 	return d.serve(mux)
@@ -439,11 +444,14 @@ func (d *Daemon) QuackAddr() string { return d.l.Addr().String() }
 // when serving fails on its own (Err says why).
 func (d *Daemon) Done() <-chan struct{} { return d.done }
 
-// Err is why serving stopped on its own; nil while serving and after Close
-// or Crash.
+// Err is why serving stopped on its own (ErrRemoved after the leader
+// removed the node); nil while serving and after Close or Crash.
 func (d *Daemon) Err() error {
 	select {
 	case <-d.done:
+		if d.removed.Load() {
+			return ErrRemoved
+		}
 		return d.serveErr
 	default:
 		return nil

@@ -150,6 +150,16 @@ func (m *membership) QuackAddr(id string) (string, bool) {
 	return "", false
 }
 
+// member is what gossip knows of member id, dead or gone ones included.
+func (m *membership) member(id string) (cluster.Member, bool) {
+	for _, mem := range m.gossip.Members() {
+		if mem.Meta.ID == id {
+			return mem, true
+		}
+	}
+	return cluster.Member{}, false
+}
+
 // Peers implements routing.Directory: the live data nodes (members with a
 // Raft address; routers have none) that are not leaving.
 func (m *membership) Peers() []routing.Peer {
