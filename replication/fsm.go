@@ -49,6 +49,8 @@ type fsm struct {
 	// pins fix the settings of every connection that reads or writes
 	// replicated state (pin.go).
 	pins settingPins
+	// observeSnapshot is Config.ObserveSnapshot; nil tells nobody.
+	observeSnapshot func(time.Duration, int64, error)
 
 	applied atomic.Uint64
 
@@ -636,7 +638,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.haltErr(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHalted, err)
 	}
-	return pinSnapshot(f.db, f.pins, f.log)
+	snap, err := pinSnapshot(f.db, f.pins, f.log)
+	if err == nil {
+		snap.observe = f.observeSnapshot
+	}
+	return snap, err
 }
 
 // Restore implements raft.FSM: it replaces the whole database with the

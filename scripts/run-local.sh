@@ -15,7 +15,7 @@ trap stop EXIT INT TERM
 
 start() { # id quack-port raft-port gossip-port [join]
 	local args=(--id "$1" --data "duckraft-data/$1" --quack "127.0.0.1:$2" --raft "127.0.0.1:$3"
-		--gossip "127.0.0.1:$4" --token "$DUCKRAFT_TOKEN")
+		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))" --token "$DUCKRAFT_TOKEN")
 	[ -n "${5:-}" ] && args+=(--join "$5")
 	bin/duckraftd "${args[@]}" >"duckraft-data/$1.log" 2>&1 &
 	pids+=($!)
