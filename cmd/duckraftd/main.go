@@ -166,7 +166,11 @@ func run(args []string) error {
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", addr, token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, addr)
 	if h := d.HTTPAddr(); h != "" {
-		fmt.Printf("  status:  http://%s/  metrics: http://%s/metrics (Authorization: Bearer <token>)\n", h, h)
+		scheme := "http"
+		if c.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Printf("  status:  %s://%s/  metrics: %s://%s/metrics (Authorization: Bearer <token>)\n", scheme, h, scheme, h)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
