@@ -18,6 +18,7 @@ import (
 
 // Paths of the operations address (Config.HTTPAddr), docs/operations.md.
 const (
+	PagePath    = "/"
 	LivezPath   = "/livez"
 	ReadyzPath  = "/readyz"
 	MetricsPath = "/metrics"
@@ -154,7 +155,8 @@ func (d *Daemon) opsStatus() Status {
 // opsHandler serves the operations address. /livez and /readyz answer
 // anyone, since load balancers probe them without credentials, and say no
 // more than ok or a short reason; /metrics and /status show the cluster's
-// shape and load, so they need the client token.
+// shape and load, so they need the client token. The status page at /
+// holds no data and is served to anyone (ui.go).
 func (d *Daemon) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LivezPath, func(w http.ResponseWriter, r *http.Request) {
@@ -178,6 +180,9 @@ func (d *Daemon) opsHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		json.NewEncoder(w).Encode(d.opsStatus())
 	})))
+	page := uiHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /ui/", page)
 	return mux
 }
 
