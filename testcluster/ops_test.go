@@ -125,7 +125,8 @@ func grep(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestReadyzFollowsReplicaLag cuts a read replica off from Raft while
+// TestReadyzFollowsReplicaLag checks that a router is ready once it knows
+// a leader, then cuts a read replica off from Raft while
 // writes go on: gossip still tells it how far the others got, so its lag
 // rises past --max-staleness and its /readyz answers 503, while the
 // leader's stays 200; healed, it catches up and answers 200 again. Then the
@@ -160,6 +161,22 @@ func TestReadyzFollowsReplicaLag(t *testing.T) {
 		}, func() string { return fmt.Sprintf("%s /readyz answered %d %q, want %d", n.ID, code, body, want) })
 	}
 	waitReady(r, http.StatusOK)
+
+	// A router is ready once it knows the leader, and shows its metrics
+	// and status only to the token.
+	router := c.StartRouter(t)
+	waitFor(t, 30*time.Second, func() bool {
+		code, _, err := router.OpsGet(daemon.ReadyzPath, false)
+		return err == nil && code == http.StatusOK
+	}, func() string { return "the router's /readyz did not answer 200" })
+	for _, path := range []string{daemon.MetricsPath, daemon.StatusPath} {
+		if code, body, err := router.OpsGet(path, false); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("the router's %s without the token: %d %q %v", path, code, body, err)
+		}
+		if code, _, err := router.OpsGet(path, true); err != nil || code != http.StatusOK {
+			t.Errorf("the router's %s with the token: %d %v", path, code, err)
+		}
+	}
 
 	c.Isolate(r)
 	const writes = 30
@@ -200,7 +217,10 @@ func TestReadyzFollowsReplicaLag(t *testing.T) {
 			}
 		}
 		return false
-	}, func() string { st, err := l.OpsStatus(); return fmt.Sprintf("the leader's /status: %+v, %v", st.Members, err) })
+	}, func() string {
+		st, err := l.OpsStatus()
+		return fmt.Sprintf("the leader's /status: %+v, %v", st.Members, err)
+	})
 	r.Resume()
 	waitReady(r, http.StatusOK)
 	c.WaitConverged(t, 60*time.Second)

@@ -23,7 +23,7 @@ type Router struct {
 	// HTTPAddr is the router's operations address.
 	HTTPAddr string
 	run      runner
-	log        logBuffer
+	log      logBuffer
 }
 
 // StartRouter starts a router that joins the cluster's gossip through its
