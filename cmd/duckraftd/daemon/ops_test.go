@@ -35,7 +35,8 @@ func opsGet(t *testing.T, d *Daemon, method, path, token string) (int, string) {
 // TestOpsEndpointsCredentials: /livez and /readyz answer anyone with no
 // more than ok; /metrics and /status refuse a request without the token,
 // with another token, or with the token in another scheme, and answer
-// the token. Other methods and paths are refused.
+// the token. The status page is static and answers anyone. Other methods
+// and paths, and oversized headers, are refused.
 func TestOpsEndpointsCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft and gossip")
@@ -110,6 +111,37 @@ func TestOpsEndpointsCredentials(t *testing.T) {
 	}
 	if st.ID != "n1" || st.LeaderID != "n1" || !st.Ready || len(st.Members) != 1 || len(st.LeaderChanges) == 0 {
 		t.Fatalf("/status = %+v", st)
+	}
+
+	// The page is static and served to anyone: it holds nothing of the
+	// node, and forbids loading anything from elsewhere.
+	for _, path := range []string{PagePath, "/ui/app.js", "/ui/style.css"} {
+		resp, err := http.Get("http://" + d.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(b) == 0 {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+		if strings.Contains(string(b), `"n1"`) || strings.Contains(string(b), token) {
+			t.Errorf("the static %s holds the node's data", path)
+		}
+	}
+
+	// Headers past the limit are refused before any handler runs.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+d.HTTPAddr()+StatusPath, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Padding", strings.Repeat("a", 64<<10))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("64 KiB of headers: %s", resp.Status)
+		}
 	}
 
 	for _, tc := range []struct{ method, path string }{
