@@ -36,7 +36,9 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, describe fun
 }
 
 // TestMetricsFollowWrites runs a known workload through a follower of a
-// 3-node cluster of duckraftd processes and checks that each node's
+// 3-node cluster, of duckraftd processes and of in-process daemons (which
+// share one process and so one go-metrics global, but each has its own
+// registry), and checks that each node's
 // /metrics follows it: N writes move the follower's write counter by
 // exactly N and its PREPARE count by at least N, a read is counted at its
 // level with the node that served it, every node's applied index moves by
@@ -46,7 +48,19 @@ func TestMetricsFollowWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--snapshot-threshold", "16", "--snapshot-interval", "500ms"}})
+	inBothModes(t, testcluster.Options{}, metricsFollowWrites)
+}
+
+func metricsFollowWrites(t *testing.T, opts testcluster.Options) {
+	if opts.InProcess {
+		opts.Configure = func(c *daemon.Config) {
+			c.SnapshotThreshold = 16
+			c.SnapshotInterval = 500 * time.Millisecond
+		}
+	} else {
+		opts.Args = []string{"--snapshot-threshold", "16", "--snapshot-interval", "500ms"}
+	}
+	c := testcluster.Start(t, 3, opts)
 	l := c.WaitForLeader(t, 20*time.Second)
 	f := c.Others(l)[0]
 	conn := f.Client(t)
