@@ -131,7 +131,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	if !strings.Contains(dom, `<span id="node">`+n.ID+`</span>`) {
 		t.Errorf("the page does not name node %s", n.ID)
 	}
-	for _, tag := range hiddenTag.FindAllStringSubmatch(dom, -1) {
+	tags := hiddenTag.FindAllStringSubmatch(dom, -1)
+	if len(tags) != 2 {
+		t.Errorf("the page has %d of its view and login form", len(tags))
+	}
+	for _, tag := range tags {
 		if hidden := strings.Contains(tag[0], "hidden"); hidden != (tag[2] == "login") {
 			t.Errorf("with the token, %s", tag[0])
 		}
@@ -143,7 +147,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	if rows := memberRow.FindAllString(anon, -1); len(rows) != 0 || strings.Contains(anon, l.ID) {
 		t.Fatalf("without the token the page shows the cluster: %d member rows. DOM:\n%s", len(rows), anon)
 	}
-	for _, tag := range hiddenTag.FindAllStringSubmatch(anon, -1) {
+	tags = hiddenTag.FindAllStringSubmatch(anon, -1)
+	if len(tags) != 2 {
+		t.Errorf("the page without the token has %d of its view and login form", len(tags))
+	}
+	for _, tag := range tags {
 		if hidden := strings.Contains(tag[0], "hidden"); hidden != (tag[2] == "view") {
 			t.Errorf("without the token, %s", tag[0])
 		}
