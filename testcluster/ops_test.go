@@ -41,9 +41,10 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, describe fun
 // registry), and checks that each node's
 // /metrics follows it: N writes move the follower's write counter by
 // exactly N and its PREPARE count by at least N, a read is counted at its
-// level with the node that served it, every node's applied index moves by
-// at least N, a snapshot is measured, and raft's own metrics come through
-// go-metrics' sink.
+// level with the node that served it, a failed statement is counted as an
+// error, bytes and the open session are counted, every node's applied index
+// moves by at least N, a snapshot is measured, and raft's own metrics come
+// through go-metrics' sink.
 func TestMetricsFollowWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -109,6 +110,30 @@ func metricsFollowWrites(t *testing.T, opts testcluster.Options) {
 	}
 	if !read {
 		t.Errorf("the session read is not counted in %s's /metrics:\n%s", f.ID, grep(body, "duckraft_reads_total"))
+	}
+	// A failed statement is an error of kind statement; bytes and the
+	// open session are counted.
+	if _, err := queryInt(ctx, conn, "SELECT count(*) FROM no_such_table"); err == nil {
+		t.Fatal("a read of a missing table succeeded")
+	}
+	code, body, err = f.OpsGet(daemon.MetricsPath, true)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, tc := range []struct {
+		series string
+		min    float64
+	}{
+		{fmt.Sprintf(`duckraft_errors_total{kind="statement",node="%s"}`, f.ID), 1},
+		{fmt.Sprintf(`duckraft_quack_requests_total{node="%s",outcome="error",type="PREPARE_REQUEST"}`, f.ID), 1},
+		{fmt.Sprintf(`duckraft_quack_received_bytes_total{node="%s"}`, f.ID), 40 * 20},
+		{fmt.Sprintf(`duckraft_quack_sent_bytes_total{node="%s"}`, f.ID), 40 * 20},
+		{fmt.Sprintf(`duckraft_quack_sessions{node="%s"}`, f.ID), 1},
+		{fmt.Sprintf(`duckraft_quack_request_duration_seconds_count{node="%s",type="PREPARE_REQUEST"}`, f.ID), n},
+	} {
+		if v, err := testcluster.MetricIn(body, tc.series); err != nil || v < tc.min {
+			t.Errorf("%s = %v (%v), want at least %v", tc.series, v, err, tc.min)
+		}
 	}
 	// Raft's metrics reach /metrics through go-metrics' Prometheus sink.
 	for _, name := range []string{"raft_commitTime", "memberlist_"} {
