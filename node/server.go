@@ -142,7 +142,28 @@ type Config struct {
 	IdleTimeout time.Duration
 	// HiddenSchemas are left out of the catalog an attaching client loads.
 	HiddenSchemas []string
-	Logger        *slog.Logger
+	// ObserveRequest, if set, is told of every Quack request answered:
+	// the daemon counts them for its metrics. It runs on the request's
+	// goroutine, after the answer is written, so it must be quick.
+	ObserveRequest func(RequestStats)
+	Logger         *slog.Logger
+}
+
+// RequestStats describes one answered Quack request.
+type RequestStats struct {
+	// Type is the request's message type; zero when its header could not
+	// be decoded (or the body was too large to read).
+	Type wire.MessageType
+	// Failed is set when the answer was an ERROR_RESPONSE, and Code is its
+	// error code if it had one (wire.CodeUnknownSession, a CodedError's).
+	Failed bool
+	Code   string
+	// Duration runs from the request's arrival to the answer's last byte
+	// handed to the connection.
+	Duration time.Duration
+	// BytesIn is the request body as received (compressed, if it was);
+	// BytesOut the answer's body.
+	BytesIn, BytesOut int
 }
 
 // Server serves the Quack protocol over HTTP.
@@ -312,34 +333,49 @@ func errorMessage(err error) string {
 
 func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	h, resp, received, ok := s.answer(w, r)
+	if !ok {
+		return
+	}
+	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
+		"response", resp.header.Type, "duration", time.Since(start))
+	sent := s.write(w, resp)
+	if s.cfg.ObserveRequest != nil {
+		s.cfg.ObserveRequest(RequestStats{Type: h.Type, Failed: resp.header.Type == wire.MsgErrorResponse, Code: resp.code,
+			Duration: time.Since(start), BytesIn: received, BytesOut: sent})
+	}
+}
+
+// answer reads, decodes and handles one request, and returns its header
+// (zero when it could not be decoded), the answer, and how many bytes the
+// request body had. ok is false when the body could not be read at all: the
+// connection failed, and nothing can be answered.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, resp response, received int, ok bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
+	received = len(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.writeError(w, fmt.Sprintf("message exceeds the server's limit of %d bytes", s.cfg.MaxMessageBytes))
-			return
+			return h, errorResponse(fmt.Sprintf("message exceeds the server's limit of %d bytes", s.cfg.MaxMessageBytes)), received, true
 		}
 		s.log.Debug("read request", "err", err)
-		return
+		return h, resp, received, false
 	}
 	if wire.IsCompressed(body) {
 		limit, refused := s.admitCompressed(body)
 		if refused != nil {
-			s.write(w, *refused)
-			return
+			return h, *refused, received, true
 		}
 		if body, err = wire.Decompress(body, limit); err != nil {
-			s.writeError(w, fmt.Sprintf("malformed compressed message: %v", err))
-			return
+			return h, errorResponse(fmt.Sprintf("malformed compressed message: %v", err)), received, true
 		}
 	}
 	h, rest, err := wire.DecodeHeader(body)
 	if err != nil {
-		s.writeError(w, fmt.Sprintf("malformed message header: %v", err))
-		return
+		return wire.Header{}, errorResponse(fmt.Sprintf("malformed message header: %v", err)), received, true
 	}
 	ctx := context.WithValue(r.Context(), requestHeaderKey{}, r.Header)
-	resp := s.handle(context.WithValue(ctx, clientKey{}, clientHost(r)), h, rest)
+	resp = s.handle(context.WithValue(ctx, clientKey{}, clientHost(r)), h, rest)
 	if resp.header.Type == wire.MsgErrorResponse {
 		// A Q3 client reads the exception type of an error of its
 		// session; the message alone is the same in every generation.
@@ -347,9 +383,7 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 			resp.gen = sess.gen
 		}
 	}
-	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
-		"response", resp.header.Type, "duration", time.Since(start))
-	s.write(w, resp)
+	return h, resp, received, true
 }
 
 // Limits of compressed requests: the header is read from the first
@@ -427,11 +461,8 @@ func success(g wire.Generation) response {
 	return response{gen: g, header: wire.Header{Type: wire.MsgSuccessResponse}, body: &wire.SuccessResponse{}}
 }
 
-func (s *Server) writeError(w http.ResponseWriter, msg string) {
-	s.write(w, errorResponse(msg))
-}
-
-func (s *Server) write(w http.ResponseWriter, resp response) {
+// write sends resp and returns the bytes of its body.
+func (s *Server) write(w http.ResponseWriter, resp response) int {
 	out, err := wire.AppendMessage(make([]byte, 0, encodedSize(resp.body)), resp.gen, resp.header, resp.body)
 	if err != nil {
 		s.log.Error("encode response", "type", resp.header.Type, "err", err)
@@ -446,6 +477,7 @@ func (s *Server) write(w http.ResponseWriter, resp response) {
 		h.Set(wire.ErrorCodeHeader, resp.code)
 	}
 	w.Write(out)
+	return len(out)
 }
 
 // encodedSize estimates a response's size so that it is encoded into one

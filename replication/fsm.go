@@ -50,6 +50,8 @@ type fsm struct {
 	// pins fix the settings of every connection that reads or writes
 	// replicated state (pin.go).
 	pins settingPins
+	// observeSnapshot is Config.ObserveSnapshot; nil tells nobody.
+	observeSnapshot func(time.Duration, int64, error)
 
 	applied atomic.Uint64
 	// covered, once the store sets it, reports that the newest snapshot
@@ -654,7 +656,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.covered != nil && f.covered() {
 		return nil, raft.ErrNothingNewToSnapshot
 	}
-	return pinSnapshot(f.db, f.pins, f.log)
+	snap, err := pinSnapshot(f.db, f.pins, f.log)
+	if err == nil {
+		snap.observe = f.observeSnapshot
+	}
+	return snap, err
 }
 
 // Restore implements raft.FSM: it replaces the whole database with the

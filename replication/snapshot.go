@@ -54,6 +54,8 @@ type fsmSnapshot struct {
 	// catalog is catalogQuery's rows, read when the snapshot was pinned.
 	catalog [][]string
 	log     *slog.Logger
+	// observe is the fsm's observeSnapshot; nil tells nobody.
+	observe func(time.Duration, int64, error)
 }
 
 // pinSnapshot opens a connection with the applier's settings (pins) and a
@@ -94,17 +96,35 @@ func pinSnapshot(db *engine.DB, pins settingPins, log *slog.Logger) (*fsmSnapsho
 // Persist implements raft.FSMSnapshot.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
-	w := &frameWriter{w: bufio.NewWriterSize(sink, 1<<20)}
+	counted := &countingWriter{w: sink}
+	w := &frameWriter{w: bufio.NewWriterSize(counted, 1<<20)}
 	err := s.write(w)
 	if err == nil {
 		err = w.w.Flush()
 	}
 	if err != nil {
 		sink.Cancel()
-		return fmt.Errorf("persist snapshot at %d: %w", s.index, err)
+		err = fmt.Errorf("persist snapshot at %d: %w", s.index, err)
+	} else {
+		s.log.Info("snapshot persisted", "applied", s.index, "frames", w.frames, "bytes", counted.n, "took", time.Since(start))
+		err = sink.Close()
 	}
-	s.log.Info("snapshot persisted", "applied", s.index, "frames", w.frames, "took", time.Since(start))
-	return sink.Close()
+	if s.observe != nil {
+		s.observe(time.Since(start), counted.n, err)
+	}
+	return err
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Release implements raft.FSMSnapshot.

@@ -123,6 +123,13 @@ type Config struct {
 	// WrapLogStore, if set, wraps the log store raft reads and writes
 	// entries through; tests use it to inject faults such as slow fsyncs.
 	WrapLogStore func(raft.LogStore) raft.LogStore
+	// ObserveSnapshot, if set, is told of every snapshot this node
+	// persists: how long it took, its size in bytes, and its error.
+	// ObserveLeader is told of every change of the leader this node sees
+	// (the new leader's id, empty while none is known). The daemon turns
+	// them into metrics and its list of recent leader changes.
+	ObserveSnapshot func(took time.Duration, bytes int64, err error)
+	ObserveLeader   func(leaderID string)
 }
 
 func (c *Config) setDefaults() {
@@ -220,6 +227,7 @@ func Open(cfg Config) (*Store, error) {
 	if s.fsm, err = newFSM(cfg.DB, cfg.KeyWindow, s.log.With("component", "fsm")); err != nil {
 		return fail(err)
 	}
+	s.fsm.observeSnapshot = cfg.ObserveSnapshot
 	cleanup = append(cleanup, s.fsm.close)
 	if s.logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}}); err != nil {
@@ -305,7 +313,37 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.propose()
+	if cfg.ObserveLeader != nil {
+		s.watchLeader(cfg.ObserveLeader)
+	}
 	return s, nil
+}
+
+// watchLeader tells observe of each leader change raft reports, until the
+// Store closes.
+func (s *Store) watchLeader(observe func(string)) {
+	// Not blocking: raft would wait on a full channel, and during Close
+	// nobody reads it any more. Leader changes are rare, so the buffer
+	// drops one only when 64 arrive faster than observe takes them.
+	ch := make(chan raft.Observation, 64)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.RegisterObserver(obs)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.raft.DeregisterObserver(obs)
+		for {
+			select {
+			case o := <-ch:
+				observe(string(o.Data.(raft.LeaderObservation).LeaderID))
+			case <-s.closing:
+				return
+			}
+		}
+	}()
 }
 
 // needRestore reports whether raft must restore the latest snapshot at

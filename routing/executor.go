@@ -87,9 +87,20 @@ type Config struct {
 	// Now is the clock the leader stamps statements with (now(),
 	// current_date, …); nil is time.Now. Tests shift it to fake clock
 	// jumps.
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now func() time.Time
+	// ObserveRead, if set, is told of every read this node routes once it
+	// is answered: its level, the node that served it (empty when none
+	// could, "split" for a split scan), and its error. ObserveWrite is
+	// told of every write this node sends through the leader, after its
+	// last retry. The daemon counts them for its metrics; they run on the
+	// statement's goroutine, so they must be quick.
+	ObserveRead  func(level Level, node string, err error)
+	ObserveWrite func(err error)
+	Logger       *slog.Logger
 }
+
+// DefaultMaxStaleness is Config.MaxStaleness when it is zero.
+const DefaultMaxStaleness = 1000
 
 // Executor implements node.Executor for a cluster member.
 type Executor struct {
@@ -120,7 +131,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.LeaderWait = 10 * time.Second
 	}
 	if cfg.MaxStaleness == 0 {
-		cfg.MaxStaleness = 1000
+		cfg.MaxStaleness = DefaultMaxStaleness
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

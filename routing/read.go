@@ -102,7 +102,9 @@ func (e *Executor) read(ctx context.Context, s *node.Session, st *sessionState, 
 	st.mu.Unlock()
 	if split > 1 && level != Strong {
 		if table, ok := splitTable(sql); ok {
-			return e.splitRead(ctx, s, st, table, split, level, last)
+			rows, err := e.splitRead(ctx, s, st, table, split, level, last)
+			e.observeRead(level, "split", err)
+			return rows, err
 		}
 	}
 	return e.readOne(ctx, s, st, level, last, sql)
@@ -117,6 +119,7 @@ func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionStat
 		if ok {
 			rows, err := e.readOn(ctx, s, st, p, req, sql)
 			if err == nil || !retryableRead(err) || ctx.Err() != nil {
+				e.observeRead(level, p.ID, err)
 				return rows, err
 			}
 			e.log.Debug("read failed, trying another node", "node", p.ID, "err", err)
@@ -124,16 +127,26 @@ func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionStat
 			continue
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("duckraft: no node can serve a %s read", level)
+			err := fmt.Errorf("duckraft: no node can serve a %s read", level)
+			e.observeRead(level, "", err)
+			return nil, err
 		}
 		// Every candidate failed or none is known (a leader election):
 		// wait for gossip and Raft to catch up and start over.
 		clear(tried)
 		select {
 		case <-ctx.Done():
+			e.observeRead(level, "", ctx.Err())
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// observeRead tells Config.ObserveRead of a read.
+func (e *Executor) observeRead(level Level, node string, err error) {
+	if e.cfg.ObserveRead != nil {
+		e.cfg.ObserveRead(level, node, err)
 	}
 }
 

@@ -51,6 +51,15 @@ func splitEntries(e wal.Entry) []wal.Entry {
 // write applies cmd through the leader, retrying with the same idempotency
 // key across leader changes so that it applies once.
 func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+	res, err := e.writeRetrying(ctx, st, cmd)
+	if e.cfg.ObserveWrite != nil {
+		e.cfg.ObserveWrite(err)
+	}
+	return res, err
+}
+
+// writeRetrying is write without its observation.
+func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
 	deadline := time.Now().Add(e.cfg.LeaderWait)
 	for {
 		var res *wal.Result

@@ -15,7 +15,7 @@ trap stop EXIT INT TERM
 
 start() { # id quack-port raft-port gossip-port [join]
 	local args=(--id "$1" --data "duckraft-data/$1" --quack "127.0.0.1:$2" --raft "127.0.0.1:$3"
-		--gossip "127.0.0.1:$4" --token "$DUCKRAFT_TOKEN")
+		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))" --token "$DUCKRAFT_TOKEN")
 	[ -n "${5:-}" ] && args+=(--join "$5")
 	bin/duckraftd "${args[@]}" >"duckraft-data/$1.log" 2>&1 &
 	pids+=($!)
@@ -40,6 +40,7 @@ duckraft: a 3-node cluster is running on loopback (logs in duckraft-data/n*.log)
   nodes:   quack:127.0.0.1:9494  quack:127.0.0.1:9504  quack:127.0.0.1:9514
   shell:   DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft --server quack:127.0.0.1:9504
   status:  DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft status
+  page:    http://127.0.0.1:9497/?token=$DUCKRAFT_TOKEN   (also :9507, :9517; docs/operations.md)
   DuckDB:  CREATE SECRET (TYPE quack, TOKEN '$DUCKRAFT_TOKEN'); ATTACH 'quack:localhost' AS remote;
 Ctrl-C stops the cluster.
 MSG

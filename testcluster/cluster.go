@@ -85,8 +85,11 @@ type Node struct {
 	// runs with Options.Proxy: the proxy in front of RaftAddr.
 	RaftAdvertise string
 	GossipAddr    string
-	Replica       bool
-	join          string
+	// HTTPAddr is the operations address (/metrics, /readyz, /status,
+	// the status page); a duckraftd that predates --http serves none.
+	HTTPAddr string
+	Replica  bool
+	join     string
 
 	// faults are the node's injected faults, in-process; they outlast
 	// restarts.
@@ -120,6 +123,7 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 			QuackAddr:  freeAddr(t),
 			RaftAddr:   freeAddr(t),
 			GossipAddr: freeAddr(t),
+			HTTPAddr:   freeAddr(t),
 			Replica:    i >= voters,
 		}
 		n.Dir = filepath.Join(c.dir, n.ID)
@@ -178,6 +182,30 @@ func Binary(t testing.TB) string {
 	return buildBin
 }
 
+// httpArgs are the flags that serve the operations address on addr, for a
+// duckraftd that has them: the build under test does, an older one an
+// upgrade test starts may not, and without the flag every node would take
+// the default port.
+func httpArgs(bin, addr string) []string {
+	httpFlagMu.Lock()
+	defer httpFlagMu.Unlock()
+	has, ok := httpFlag[bin]
+	if !ok {
+		out, _ := exec.Command(bin, "-h").CombinedOutput()
+		has = strings.Contains(string(out), "-http ")
+		httpFlag[bin] = has
+	}
+	if !has {
+		return nil
+	}
+	return []string{"--http", addr}
+}
+
+var (
+	httpFlagMu sync.Mutex
+	httpFlag   = map[string]bool{}
+)
+
 // Ports for nodes come from below the kernel's ephemeral range (32768 and
 // up on Linux), so that no outgoing connection of another node takes one
 // between freeAddr and the node's bind, and each is handed out once per
@@ -221,10 +249,11 @@ func freeAddr(t testing.TB) string {
 	return ""
 }
 
-func (n *Node) args() []string {
+func (n *Node) args(bin string) []string {
 	a := []string{"--id", n.ID, "--data", n.Dir, "--quack", n.QuackAddr, "--raft", n.RaftAddr,
 		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback",
 		"--voters", strconv.Itoa(n.c.voters)}
+	a = append(a, httpArgs(bin, n.HTTPAddr)...)
 	if n.join != "" {
 		a = append(a, "--join", n.join)
 	}
@@ -247,6 +276,7 @@ func (n *Node) config() daemon.Config {
 		RaftAddr:      n.RaftAddr,
 		RaftAdvertise: n.RaftAdvertise,
 		GossipAddr:    n.GossipAddr,
+		HTTPAddr:      n.HTTPAddr,
 		Join:          n.join,
 		Replica:       n.Replica,
 		Token:         Token,
@@ -275,7 +305,7 @@ func (n *Node) start(t testing.TB) {
 		if bin == "" {
 			bin = n.c.bin
 		}
-		n.run = startProcess(t, n.ID, bin, n.args(), &n.log, n.QuackAddr)
+		n.run = startProcess(t, n.ID, bin, n.args(bin), &n.log, n.QuackAddr)
 	}
 	n.paused = false
 }
@@ -501,6 +531,7 @@ func (c *Cluster) AddNode(t testing.TB, replica bool) *Node {
 		QuackAddr:  freeAddr(t),
 		RaftAddr:   freeAddr(t),
 		GossipAddr: freeAddr(t),
+		HTTPAddr:   freeAddr(t),
 		Replica:    replica,
 	}
 	n.Dir = filepath.Join(c.dir, n.ID)

@@ -20,8 +20,10 @@ type Router struct {
 	ID         string
 	QuackAddr  string
 	GossipAddr string
-	run        runner
-	log        logBuffer
+	// HTTPAddr is the router's operations address.
+	HTTPAddr string
+	run      runner
+	log      logBuffer
 }
 
 // StartRouter starts a router that joins the cluster's gossip through its
@@ -29,7 +31,7 @@ type Router struct {
 // duckraftd flags (process mode only). It is killed when the test ends.
 func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 	t.Helper()
-	r := &Router{ID: "router" + strconv.Itoa(len(c.Nodes)+1), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t)}
+	r := &Router{ID: "router" + strconv.Itoa(len(c.Nodes)+1), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t), HTTPAddr: freeAddr(t)}
 	var join string
 	for _, n := range c.Nodes {
 		if n.Running() {
@@ -43,11 +45,11 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 			t.Fatal("testcluster: router flags are for process mode")
 		}
 		r.run = startInProcess(t, r.ID, daemon.Config{Router: true, ID: r.ID, DataDir: dir, QuackAddr: r.QuackAddr,
-			GossipAddr: r.GossipAddr, Join: join, Token: Token, GossipTiming: cluster.LoopbackTiming()}, &r.log)
+			GossipAddr: r.GossipAddr, HTTPAddr: r.HTTPAddr, Join: join, Token: Token, GossipTiming: cluster.LoopbackTiming()}, &r.log)
 	} else {
 		a := append([]string{"--router", "--id", r.ID, "--data", dir, "--quack", r.QuackAddr,
 			"--gossip", r.GossipAddr, "--join", join, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"},
-			args...)
+			append(httpArgs(c.bin, r.HTTPAddr), args...)...)
 		r.run = startProcess(t, r.ID, c.bin, a, &r.log, r.QuackAddr)
 	}
 	t.Cleanup(func() {

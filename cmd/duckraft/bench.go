@@ -124,7 +124,7 @@ func benchBulk(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := exec.Command(*daemon, "--id", "bench", "--data", serverData, "--quack", addr, "--token", token,
-		"--raft", mustFreeAddr(), "--gossip", mustFreeAddr(), "--log-level", "warn")
+		"--raft", mustFreeAddr(), "--gossip", mustFreeAddr(), "--http", "off", "--log-level", "warn")
 	srv.Stdout, srv.Stderr = io.Discard, stderr
 	if err := srv.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", *daemon, err)

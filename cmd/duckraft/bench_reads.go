@@ -144,7 +144,7 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 		n := &readNode{id: fmt.Sprintf("n%d", i+1), quack: mustFreeAddr(), role: "voter"}
 		gossip := mustFreeAddr()
 		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", n.quack, "--gossip", gossip,
-			"--token", token, "--log-level", "warn"}
+			"--token", token, "--http", "off", "--log-level", "warn"}
 		switch {
 		case i == voters+replicas:
 			n.role, n.id = "router", "router"

@@ -36,7 +36,7 @@ func startBenchCluster(daemon, dir, token string, n int, stderr io.Writer) ([]*b
 		id := fmt.Sprintf("n%d", i+1)
 		quack, raftAddr, gossip := mustFreeAddr(), mustFreeAddr(), mustFreeAddr()
 		args := []string{"--id", id, "--data", filepath.Join(dir, id), "--quack", quack, "--raft", raftAddr,
-			"--gossip", gossip, "--token", token, "--log-level", "warn"}
+			"--gossip", gossip, "--token", token, "--http", "off", "--log-level", "warn"}
 		if i == 0 {
 			firstGossip = gossip
 		} else {

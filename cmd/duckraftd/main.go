@@ -72,6 +72,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.StringVar(&c.QuackAddr, "quack", "127.0.0.1:9494", "Quack listen address (host:port)")
 	fs.StringVar(&c.RaftAddr, "raft", "127.0.0.1:9495", "Raft listen address (host:port)")
 	fs.StringVar(&c.RaftAdvertise, "raft-advertise", "", "Raft address other nodes dial, if not --raft (tests route Raft through fault-injecting proxies)")
+	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:9497", `operations address (host:port): /livez and /readyz for load balancers, /metrics (Prometheus), /status and the status page, the last two needing the token; "" or "off" disables it`)
 	fs.StringVar(&c.GossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
 	fs.StringVar(&c.Join, "join", "", "gossip address of a live member to join")
 	fs.BoolVar(&c.Replica, "replica", false, "run as a non-voting read replica")
@@ -122,6 +123,9 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.HTTPAddr == "off" {
+		c.HTTPAddr = ""
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
@@ -244,6 +248,13 @@ func run(args []string) error {
 	fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.ID, addr, token)
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", addr, token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, addr)
+	if h := d.HTTPAddr(); h != "" {
+		scheme := "http"
+		if c.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Printf("  status:  %s://%s/  metrics: %s://%s/metrics (Authorization: Bearer <token>)\n", scheme, h, scheme, h)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

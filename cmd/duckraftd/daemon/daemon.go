@@ -45,6 +45,9 @@ type Config struct {
 	// QuackAddr is the Quack (HTTP) listen address; RaftAddr the Raft one
 	// (unused by a router); GossipAddr the gossip one, TCP and UDP.
 	QuackAddr, RaftAddr, GossipAddr string
+	// HTTPAddr is the operations address: /livez, /readyz, /metrics,
+	// /status and the status page (docs/operations.md). Empty serves none.
+	HTTPAddr string
 	// RaftAdvertise is the Raft address other nodes dial, if not RaftAddr
 	// (tests route Raft through fault-injecting proxies).
 	RaftAdvertise string
@@ -149,6 +152,18 @@ type Daemon struct {
 	l       net.Listener
 	hs      *http.Server
 
+	// metrics is the daemon's Prometheus registry and the metrics the
+	// hooks of its parts feed; leaders its recent leader changes. statusOf
+	// is the node API's status of this node or router.
+	metrics  *metrics
+	leaders  leaderHistory
+	statusOf func() nodeapi.Status
+	// ops serves the operations address on opsL; opsDone is closed when it
+	// stops. All nil without Config.HTTPAddr.
+	ops     *http.Server
+	opsL    net.Listener
+	opsDone chan struct{}
+
 	done     chan struct{}
 	serveErr error
 	// removed is set once the leader asked this node to leave
@@ -184,10 +199,17 @@ func Start(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	if d.metrics, err = newMetrics(cfg.ID); err != nil {
+		return nil, err
+	}
 	if cfg.Router {
 		err = d.startRouter()
 	} else {
 		err = d.startNode()
+	}
+	if err == nil {
+		d.metrics.scraped(d)
+		err = d.serveOps()
 	}
 	if err != nil {
 		d.shutdown(true)
@@ -248,6 +270,8 @@ func (d *Daemon) startNode() error {
 		SnapshotInterval:  c.SnapshotInterval,
 		GatherMax:         c.GroupCommitWait,
 		WrapLogStore:      c.WrapLogStore,
+		ObserveSnapshot:   d.metrics.observeSnapshot,
+		ObserveLeader:     d.observeLeader,
 		Logger:            d.log,
 	})
 	if err != nil {
@@ -277,8 +301,9 @@ func (d *Daemon) startNode() error {
 	mux := http.NewServeMux()
 	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
 	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
+	d.statusOf = func() nodeapi.Status { return status(d.store, d.members, exec) }
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
-		return status(d.store, d.members, exec), nil
+		return d.statusOf(), nil
 	}))
 	mux.Handle(nodeapi.HashPath, nodeapi.HashHandler(creds, func(ctx context.Context) (nodeapi.StateHash, error) {
 		h, err := d.store.StateHash(ctx)
@@ -321,8 +346,9 @@ func (d *Daemon) startRouter() error {
 	}
 	mux := http.NewServeMux()
 	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
+	d.statusOf = func() nodeapi.Status { return routerStatus(c.ID, d.members, exec) }
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
-		return routerStatus(c.ID, d.members, exec), nil
+		return d.statusOf(), nil
 	}))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack as a router", "id", c.ID, "gossip", c.GossipAddr, "join", c.Join)
@@ -366,6 +392,8 @@ func (d *Daemon) routingConfig() routing.Config {
 		Consistency:    d.cfg.Consistency,
 		MaxStaleness:   d.cfg.MaxStaleness,
 		Now:            d.cfg.Now,
+		ObserveRead:    d.metrics.observeRead,
+		ObserveWrite:   d.metrics.observeWrite,
 		Logger:         d.log,
 	}
 }
@@ -389,6 +417,7 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		BodyTimeout:          d.cfg.BodyTimeout,
 		MinBodyRate:          d.cfg.MinBodyRate,
 		HiddenSchemas:        []string{replication.MetaSchema},
+		ObserveRequest:       d.metrics.observeRequest,
 		Logger:               d.log,
 	}
 	if authorizer != "" {
@@ -496,6 +525,10 @@ func (d *Daemon) shutdown(graceful bool) error {
 		case err != nil:
 			d.log.Warn("shutdown: leadership not transferred", "err", err)
 		}
+	}
+	if d.ops != nil {
+		d.ops.Close()
+		<-d.opsDone
 	}
 	if d.hs != nil {
 		d.hs.Close()

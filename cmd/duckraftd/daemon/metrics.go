@@ -1,0 +1,240 @@
+package daemon
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprometheus "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing"
+)
+
+// metrics are one daemon's Prometheus metrics, in a registry of its own:
+// testcluster runs several daemons in one process, and each must answer
+// /metrics with its own numbers. Every duckraft metric carries the node's
+// id as the label node. The packages that hold the facts report them
+// through the hooks of their Config (node.Config.ObserveRequest,
+// routing.Config.ObserveRead and ObserveWrite,
+// replication.Config.ObserveSnapshot and ObserveLeader); indexes, lag,
+// sessions and gossip members are read at scrape time.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	bytesIn       prometheus.Counter
+	bytesOut      prometheus.Counter
+	errors        *prometheus.CounterVec
+	reads         *prometheus.CounterVec
+	writes        *prometheus.CounterVec
+	leaderChanges prometheus.Counter
+	snapDuration  prometheus.Histogram
+	snapBytes     prometheus.Histogram
+}
+
+// newMetrics registers the metrics of the daemon with id, and the
+// process's raft and memberlist metrics (processSink).
+func newMetrics(id string) (*metrics, error) {
+	reg := prometheus.NewRegistry()
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg)
+	f := func(c prometheus.Collector) prometheus.Collector {
+		r.MustRegister(c)
+		return c
+	}
+	m := &metrics{reg: reg}
+	m.requests = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_quack_requests_total",
+		Help: "Quack requests answered, by message type and outcome (ok or error)."}, []string{"type", "outcome"})).(*prometheus.CounterVec)
+	m.duration = f(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duckraft_quack_request_duration_seconds",
+		Help:    "Time from a Quack request's arrival to its answer written, by message type.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"type"})).(*prometheus.HistogramVec)
+	m.bytesIn = f(prometheus.NewCounter(prometheus.CounterOpts{Name: "duckraft_quack_received_bytes_total",
+		Help: "Bytes of Quack request bodies received, as sent (compressed when they were)."})).(prometheus.Counter)
+	m.bytesOut = f(prometheus.NewCounter(prometheus.CounterOpts{Name: "duckraft_quack_sent_bytes_total",
+		Help: "Bytes of Quack answer bodies sent."})).(prometheus.Counter)
+	m.errors = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_errors_total",
+		Help: "Errors by kind: a Quack answer's error code, statement (an error without a code), malformed (an undecodable request), snapshot."},
+		[]string{"kind"})).(*prometheus.CounterVec)
+	m.reads = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_reads_total",
+		Help: "Reads routed by this node, by consistency level, the node that served them (none when no node could, split for a split scan) and outcome."},
+		[]string{"level", "served_by", "outcome"})).(*prometheus.CounterVec)
+	m.writes = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_writes_total",
+		Help: "Writes (statements, appends, transactions at COMMIT) this node sent through the leader, by outcome."},
+		[]string{"outcome"})).(*prometheus.CounterVec)
+	m.leaderChanges = f(prometheus.NewCounter(prometheus.CounterOpts{Name: "duckraft_leader_changes_total",
+		Help: "Changes of the Raft leader this node observed, including to no leader."})).(prometheus.Counter)
+	m.snapDuration = f(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duckraft_snapshot_duration_seconds",
+		Help: "Time to persist a Raft snapshot.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 9)})).(prometheus.Histogram)
+	m.snapBytes = f(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duckraft_snapshot_size_bytes",
+		Help: "Size of a persisted Raft snapshot.", Buckets: prometheus.ExponentialBuckets(4096, 8, 9)})).(prometheus.Histogram)
+	for _, o := range []string{"ok", "error"} {
+		m.writes.WithLabelValues(o)
+	}
+	sink, err := processSink()
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(sink, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m, nil
+}
+
+// outcome labels an error.
+func outcome(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// requestTypes are the Quack message types counted by name; anything else
+// a client sends is counted as other, so that hostile bytes cannot grow
+// the label set.
+var requestTypes = map[wire.MessageType]bool{
+	wire.MsgConnectionRequest: true, wire.MsgPrepareRequest: true, wire.MsgFetchRequest: true,
+	wire.MsgAppendRequest: true, wire.MsgDisconnect: true, wire.MsgCancelRequest: true,
+	wire.MsgProgressRequest: true, wire.MsgAcknowledgement: true, wire.MsgHeartbeatRequest: true,
+}
+
+// observeRequest is node.Config.ObserveRequest.
+func (m *metrics) observeRequest(r node.RequestStats) {
+	typ := "other"
+	switch {
+	case r.Type == 0:
+		typ = "malformed"
+	case requestTypes[r.Type]:
+		typ = r.Type.String()
+	}
+	out := "ok"
+	if r.Failed {
+		out = "error"
+		switch {
+		case r.Code != "":
+			m.errors.WithLabelValues(r.Code).Inc()
+		case r.Type == 0:
+			m.errors.WithLabelValues("malformed").Inc()
+		default:
+			m.errors.WithLabelValues("statement").Inc()
+		}
+	}
+	m.requests.WithLabelValues(typ, out).Inc()
+	m.duration.WithLabelValues(typ).Observe(r.Duration.Seconds())
+	m.bytesIn.Add(float64(r.BytesIn))
+	m.bytesOut.Add(float64(r.BytesOut))
+}
+
+// observeRead is routing.Config.ObserveRead.
+func (m *metrics) observeRead(level routing.Level, servedBy string, err error) {
+	if servedBy == "" {
+		servedBy = "none"
+	}
+	m.reads.WithLabelValues(string(level), servedBy, outcome(err)).Inc()
+}
+
+// observeWrite is routing.Config.ObserveWrite.
+func (m *metrics) observeWrite(err error) { m.writes.WithLabelValues(outcome(err)).Inc() }
+
+// observeSnapshot is replication.Config.ObserveSnapshot.
+func (m *metrics) observeSnapshot(took time.Duration, bytes int64, err error) {
+	if err != nil {
+		m.errors.WithLabelValues("snapshot").Inc()
+		return
+	}
+	m.snapDuration.Observe(took.Seconds())
+	m.snapBytes.Observe(float64(bytes))
+}
+
+// scraped registers the gauges read at scrape time from what the daemon
+// runs: sessions, and on a data node Raft's indexes, term and role, the
+// apply lag, and gossip's members by state.
+func (m *metrics) scraped(d *Daemon) {
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"node": d.cfg.ID}, m.reg)
+	gauge := func(name, help string, v func() float64) {
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
+	}
+	gauge("duckraft_quack_sessions", "Open Quack sessions.", func() float64 { return float64(d.srv.SessionCount()) })
+	r.MustRegister(gossipCollector{d.members})
+	if d.store == nil {
+		return
+	}
+	s := d.store
+	gauge("duckraft_raft_applied_index", "Last Raft log index applied to this node's DuckDB.", func() float64 { return float64(s.AppliedIndex()) })
+	gauge("duckraft_raft_commit_index", "Last Raft log index this node knows committed.", func() float64 { return float64(s.CommitIndex()) })
+	gauge("duckraft_raft_last_index", "Last index in this node's Raft log.", func() float64 { return float64(s.LastIndex()) })
+	gauge("duckraft_raft_term", "Current Raft term.", func() float64 {
+		t, _ := strconv.ParseUint(s.Stats()["term"], 10, 64)
+		return float64(t)
+	})
+	gauge("duckraft_raft_leader", "1 while this node is the Raft leader, else 0.", func() float64 {
+		if s.IsLeader() {
+			return 1
+		}
+		return 0
+	})
+	gauge("duckraft_apply_lag", "Log entries this node's applied index is behind the furthest applied index a live member reports through gossip.",
+		func() float64 { return float64(d.lag()) })
+}
+
+// gossipCollector reports gossip's members by state at scrape time.
+type gossipCollector struct{ m *membership }
+
+var gossipMembersDesc = prometheus.NewDesc("duckraft_gossip_members", "Members gossip knows of, by state (alive, dead, left).",
+	[]string{"state"}, nil)
+
+func (g gossipCollector) Describe(ch chan<- *prometheus.Desc) { ch <- gossipMembersDesc }
+
+func (g gossipCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{}
+	for _, s := range []cluster.State{cluster.StateAlive, cluster.StateDead, cluster.StateLeft} {
+		counts[s.String()] = 0
+	}
+	for _, mem := range g.m.gossip.Members() {
+		counts[mem.State.String()]++
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(gossipMembersDesc, prometheus.GaugeValue, float64(n), state)
+	}
+}
+
+// The raft and memberlist libraries emit their metrics through go-metrics'
+// process-wide global (go-metrics/compat, whichever implementation the
+// build selects), which has no notion of a daemon. So one Prometheus sink
+// is installed as that global, once per process, and every daemon's
+// registry collects it: in duckraftd, one daemon per process, it is that
+// node's; in a test process running several daemons it is their sum, and
+// only the duckraft_* metrics, which carry the node label, tell daemons
+// apart.
+var (
+	sinkOnce sync.Once
+	sink     *gmprometheus.PrometheusSink
+	sinkErr  error
+)
+
+// processSink returns the process's go-metrics sink, installing it as the
+// go-metrics global on first use.
+func processSink() (*gmprometheus.PrometheusSink, error) {
+	sinkOnce.Do(func() {
+		// The sink registers itself with a registry; a private one keeps
+		// Prometheus' default registry untouched.
+		sink, sinkErr = gmprometheus.NewPrometheusSinkFrom(gmprometheus.PrometheusOpts{
+			Expiration: 5 * time.Minute, Registerer: prometheus.NewRegistry(), Name: "duckraft_go_metrics_sink"})
+		if sinkErr != nil {
+			return
+		}
+		cfg := gometrics.DefaultConfig("")
+		cfg.EnableHostname = false
+		cfg.EnableHostnameLabel = false
+		cfg.EnableRuntimeMetrics = false
+		_, sinkErr = gometrics.NewGlobal(cfg, sink)
+	})
+	if sinkErr != nil {
+		return nil, fmt.Errorf("go-metrics prometheus sink: %w", sinkErr)
+	}
+	return sink, nil
+}
