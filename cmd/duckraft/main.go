@@ -33,6 +33,7 @@ const usage = `usage: duckraft [flags]                 interactive shell
        duckraft status [--server S]      the cluster's members as one node sees them
        duckraft transfer-leader [--to ID] move leadership to another voter
        duckraft hash [--server S]        every member's applied index and state hash
+       duckraft backup --out FILE        a backup of one member's database (a DuckDB file)
        duckraft bench bulk|writes        benchmarks (see duckraft bench)
 
 flags:
@@ -49,6 +50,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runTransferLeader(args[1:], stdout, stderr)
 		case "hash":
 			return runHash(args[1:], stdout, stderr)
+		case "backup":
+			return runBackup(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("duckraft", flag.ContinueOnError)

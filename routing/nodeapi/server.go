@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -23,6 +25,11 @@ const MaxWriteBytes = 512 << 20
 type Credentials struct {
 	Client, Node string
 }
+
+// operators are the credentials that may ask for operator actions
+// (backups). Today the client token and the node credential; the one place
+// an admin role check replaces the client token.
+func (c Credentials) operators() []string { return []string{c.Client, c.Node} }
 
 // Authorized reports whether r carries one of the non-empty creds as a
 // bearer token, compared in constant time. Every HTTP port of a node checks
@@ -63,7 +70,7 @@ func status(c Code) int {
 		return http.StatusBadRequest
 	case CodeNotLeader, CodePinned:
 		return http.StatusConflict
-	case CodeUnknownOutcome, CodeBehind:
+	case CodeUnknownOutcome, CodeBehind, CodeBusy:
 		return http.StatusServiceUnavailable
 	case CodeFailed:
 		return http.StatusUnprocessableEntity
@@ -182,4 +189,33 @@ func readCommand(w http.ResponseWriter, r *http.Request) (wal.Command, error) {
 		return wal.Command{}, Errorf(CodeBadRequest, "a write request holds one command, not %d", len(b.Commands))
 	}
 	return b.Commands[0], nil
+}
+
+// BackupSend sends a backup: the state hash at its index in the headers,
+// then size bytes of the DuckDB database file read from body.
+type BackupSend func(h StateHash, body io.Reader, size int64) error
+
+// BackupHandler serves BackupPath to operators: backup writes a backup
+// file, hands it to send, and removes it once send returns. An error
+// before send is answered as an Error; one during it cuts the answer
+// short, which the client detects by the Content-Length.
+func BackupHandler(creds Credentials, backup func(context.Context, BackupSend) error) http.Handler {
+	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		sent := false
+		err := backup(r.Context(), func(h StateHash, body io.Reader, size int64) error {
+			sent = true
+			hd := w.Header()
+			hd.Set("Content-Type", "application/vnd.duckdb")
+			hd.Set("Content-Length", strconv.FormatInt(size, 10))
+			hd.Set(BackupIndexHeader, strconv.FormatUint(h.Index, 10))
+			hd.Set(BackupHashHeader, h.Hash)
+			hd.Set(BackupRowsHeader, strconv.FormatInt(h.Rows, 10))
+			w.WriteHeader(http.StatusOK)
+			_, err := io.CopyN(w, body, size)
+			return err
+		})
+		if err != nil && !sent {
+			writeError(w, err)
+		}
+	})
 }
