@@ -59,14 +59,21 @@ func (s *Store) WriteBackup(ctx context.Context, path string) (StateHash, error)
 }
 
 // pinBackup pins a snapshot between two entries and reads the schema part
-// of its state hash before the next entry can move a sequence.
+// of its state hash before the next entry can move a sequence. The
+// connection is opened and pinned to the applier's settings before the
+// applier is held.
 func (f *fsm) pinBackup() (*fsmSnapshot, []string, error) {
+	conn, err := snapshotConn(f.db, f.pins)
+	if err != nil {
+		return nil, nil, err
+	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
 	if err := f.haltErr(); err != nil {
+		conn.Close()
 		return nil, nil, fmt.Errorf("%w: %w", ErrHalted, err)
 	}
-	snap, err := pinSnapshot(f.db, f.pins, f.log)
+	snap, err := pinOn(conn, f.log)
 	if err != nil {
 		return nil, nil, err
 	}

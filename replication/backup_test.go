@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +170,58 @@ func TestInstallBackupRefuses(t *testing.T) {
 			t.Fatal("restore over an existing database succeeded")
 		}
 	})
+}
+
+// BenchmarkBackup measures WriteBackup on a database of
+// DUCKRAFT_BACKUP_ROWS rows (default 3 M, the layout of
+// BenchmarkSnapshotPin): how long the apply goroutine is held while the
+// view is pinned and the schema hashed, how long the file takes, its size,
+// and the most Go heap in use meanwhile, which must not grow with the
+// database.
+func BenchmarkBackup(b *testing.B) {
+	rows := "3000000"
+	if v := os.Getenv("DUCKRAFT_BACKUP_ROWS"); v != "" {
+		rows = v
+	}
+	nodes := startCluster(b, 1, nil)
+	s := nodes[0].store
+	mustExec(b, s, stmt("CREATE TABLE big AS SELECT range AS id, md5(range::VARCHAR) || md5((range + 1)::VARCHAR) AS s, range * 1.5 AS d FROM range("+rows+")"))
+	if st, err := os.Stat(filepath.Join(nodes[0].dir, "duck.db")); err == nil {
+		b.Logf("database file %d MB", st.Size()>>20)
+	}
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		var m runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	defer close(done)
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		snap, _, err := s.fsm.pinBackup()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pinned := time.Since(start)
+		snap.Release()
+		path := filepath.Join(b.TempDir(), fmt.Sprintf("b%d.duckdb", i))
+		start = time.Now()
+		h, err := s.WriteBackup(context.Background(), path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, _ := os.Stat(path)
+		b.Logf("pin held the applier %v; backup of %d rows at %d: %v, %d MB; peak Go heap %d MB",
+			pinned, h.Rows, h.Index, time.Since(start), st.Size()>>20, peak.Load()>>20)
+	}
 }
