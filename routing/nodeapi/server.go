@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -195,10 +196,19 @@ func readCommand(w http.ResponseWriter, r *http.Request) (wal.Command, error) {
 // then size bytes of the DuckDB database file read from body.
 type BackupSend func(h StateHash, body io.Reader, size int64) error
 
+// backupStall bounds how long a backup's answer may make no progress: a
+// client that stops reading would otherwise hold the node's one backup
+// slot and its copy on disk for as long as it keeps the connection.
+var backupStall = 30 * time.Second
+
+// backupChunk is how much of a backup is written per write deadline.
+const backupChunk = 1 << 20
+
 // BackupHandler serves BackupPath to operators: backup writes a backup
 // file, hands it to send, and removes it once send returns. An error
-// before send is answered as an Error; one during it cuts the answer
-// short, which the client detects by the Content-Length.
+// before send is answered as an Error; one during it (or a client that
+// reads nothing for backupStall) cuts the answer short, which the client
+// detects by the Content-Length.
 func BackupHandler(creds Credentials, backup func(context.Context, BackupSend) error) http.Handler {
 	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		sent := false
@@ -210,9 +220,18 @@ func BackupHandler(creds Credentials, backup func(context.Context, BackupSend) e
 			hd.Set(BackupIndexHeader, strconv.FormatUint(h.Index, 10))
 			hd.Set(BackupHashHeader, h.Hash)
 			hd.Set(BackupRowsHeader, strconv.FormatInt(h.Rows, 10))
-			w.WriteHeader(http.StatusOK)
-			_, err := io.CopyN(w, body, size)
-			return err
+			rc := http.NewResponseController(w)
+			for size > 0 {
+				// Not every ResponseWriter supports deadlines (a
+				// test's recorder); the server's does.
+				rc.SetWriteDeadline(time.Now().Add(backupStall))
+				n, err := io.CopyN(w, body, min(size, backupChunk))
+				size -= n
+				if err != nil {
+					return fmt.Errorf("send backup: %w", err)
+				}
+			}
+			return nil
 		})
 		if err != nil && !sent {
 			writeError(w, err)
