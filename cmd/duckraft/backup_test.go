@@ -129,6 +129,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if _, err := rc.Exec(ctx, "INSERT INTO t(node, v) VALUES ('restored', 0)"); err != nil {
 		t.Fatalf("write to the restored cluster: %v", err)
 	}
+	// The seeded node restarts as any node does (without --restore).
+	r.Nodes[0].Restart(t)
+	r.WaitForLeader(t, 30*time.Second)
 	r.WaitConverged(t, 60*time.Second)
 	for _, n := range r.Nodes {
 		rows, err := n.Client(t).Query(ctx, "SELECT count(*) FROM t")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -246,4 +247,69 @@ func TestPruneBackups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackupClientGoesAway: a client that hangs up in the middle of a
+// backup leaves no copy in the data directory and does not keep the next
+// backup from running; one asked for while another is written is refused
+// as busy.
+func TestBackupClientGoesAway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft and gossip")
+	}
+	d := startNode(t, Config{})
+	query(t, d, "CREATE TABLE t AS SELECT range AS i, md5(range::VARCHAR) AS s FROM range(2000000)")
+	noCopyLeft := func() {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			left, _ := filepath.Glob(filepath.Join(d.cfg.DataDir, backupTmpPrefix+"*"))
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the abandoned backup left %v", left)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Hung up while the node writes the file, before any answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	if _, err := (&nodeapi.Client{Token: d.Token()}).Backup(ctx, d.QuackAddr(), io.Discard); err == nil {
+		t.Fatal("a backup asked for by a client that hung up completed")
+	}
+	cancel()
+	noCopyLeft()
+	// Hung up while the node sends it.
+	ctx, cancel = context.WithCancel(context.Background())
+	w := &cancelAfter{n: 1 << 20, cancel: cancel}
+	if _, err := (&nodeapi.Client{Token: d.Token()}).Backup(ctx, d.QuackAddr(), w); err == nil {
+		t.Fatal("a backup read by a client that hung up completed")
+	}
+	noCopyLeft()
+
+	d.backups.mu.Lock()
+	_, _, err := backupOf(t, d, d.Token())
+	d.backups.mu.Unlock()
+	if nodeapi.CodeOf(err) != nodeapi.CodeBusy {
+		t.Fatalf("a backup while another is written: %v, want %s", err, nodeapi.CodeBusy)
+	}
+	if _, h, err := backupOf(t, d, d.Token()); err != nil || h.Rows != 2000000 {
+		t.Fatalf("the next backup: %+v, %v", h, err)
+	}
+}
+
+// cancelAfter accepts n bytes, then cancels the request and fails.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	c.n -= len(p)
+	if c.n <= 0 {
+		c.cancel()
+		return 0, errors.New("client went away")
+	}
+	return len(p), nil
 }
