@@ -195,6 +195,11 @@ func (d *Daemon) scheduledBackup(ctx context.Context, dir string, keep int) {
 	tmp := filepath.Join(dir, partialPrefix(d.cfg.ID)+start.UTC().Format(backupStamp)+".duckdb")
 	name, size, idx, err := d.writeScheduled(ctx, tmp, start)
 	took := time.Since(start)
+	if err != nil && ctx.Err() != nil {
+		// Abandoned because the node stops: not a failure of backups.
+		d.log.Info("scheduled backup abandoned: the node stops", "dir", dir)
+		return
+	}
 	d.backups.statsMu.Lock()
 	if err != nil {
 		d.backups.stats.Failed++
