@@ -58,6 +58,11 @@ type fsm struct {
 	// already covers every entry raft applied (see Snapshot).
 	covered func() bool
 
+	// applyMu is held while an entry is applied or a snapshot restored,
+	// so that a backup can pin its view between two entries from outside
+	// raft's FSM goroutine (pinBackup).
+	applyMu sync.Mutex
+
 	mu      sync.Mutex
 	changed chan struct{} // closed when applied moves or the FSM halts
 	halted  error
@@ -222,6 +227,8 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // values on one node and not on another. Entries already carry the
 // commands proposed together, so this costs few commits.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	resps := make([]any, len(logs))
 	if err := f.haltErr(); err != nil {
 		for i := range resps {
@@ -667,6 +674,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // snapshot's contents in one transaction.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	var idx uint64
 	keys := newKeyCache(f.keyWindow)
 	err := f.inTxn(func() error {

@@ -59,10 +59,18 @@ type fsmSnapshot struct {
 }
 
 // pinSnapshot opens a connection with the applier's settings (pins) and a
-// read transaction on it. DuckDB starts
-// the transaction's view at its first read, so reading the applied index
-// both pins the view and says which index it shows.
+// read transaction on it (pinOn).
 func pinSnapshot(db *engine.DB, pins settingPins, log *slog.Logger) (*fsmSnapshot, error) {
+	conn, err := snapshotConn(db, pins)
+	if err != nil {
+		return nil, err
+	}
+	return pinOn(conn, log)
+}
+
+// snapshotConn opens a connection with the applier's settings: the part of
+// a pin that need not wait for the applier.
+func snapshotConn(db *engine.DB, pins settingPins) (*engine.Conn, error) {
 	conn, err := db.Connect()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: connect: %w", err)
@@ -71,6 +79,13 @@ func pinSnapshot(db *engine.DB, pins settingPins, log *slog.Logger) (*fsmSnapsho
 		conn.Close()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	return conn, nil
+}
+
+// pinOn opens a read transaction on conn, which it owns from then on.
+// DuckDB starts the transaction's view at its first read, so reading the
+// applied index both pins the view and says which index it shows.
+func pinOn(conn *engine.Conn, log *slog.Logger) (*fsmSnapshot, error) {
 	if _, err := conn.Exec(context.Background(), "BEGIN TRANSACTION READ ONLY"); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("snapshot: begin: %w", err)

@@ -36,13 +36,22 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 	}
 	defer conn.Exec(context.Background(), "ROLLBACK")
 
-	var out StateHash
 	idx, err := readApplied(conn)
 	if err != nil {
 		return StateHash{}, err
 	}
-	out.Index = idx
-	h := sha256.New()
+	schema, err := hashSchema(ctx, conn)
+	if err != nil {
+		return StateHash{}, err
+	}
+	return hashRows(ctx, conn, idx, schema)
+}
+
+// hashSchema reads the part of the state hash that describes the schema,
+// in conn's transaction. Sequences are not transactional in DuckDB, so a
+// hash exact at an index reads it while the FSM applies nothing (see
+// fsm.pinBackup); the rows may be read later in the same transaction.
+func hashSchema(ctx context.Context, conn *engine.Conn) ([]string, error) {
 	schema, err := queryTrimmed(ctx, conn, fmt.Sprintf(`
 		SELECT schema_name || '.' || table_name || ':' || sql FROM duckdb_tables()
 		WHERE NOT temporary AND schema_name <> '%[1]s'
@@ -51,9 +60,17 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 		UNION ALL SELECT schema_name || '.' || sequence_name || ':' || sql FROM duckdb_sequences()
 		WHERE NOT temporary AND schema_name <> '%[1]s'`, metaSchema))
 	if err != nil {
-		return StateHash{}, fmt.Errorf("state hash schema: %w", err)
+		return nil, fmt.Errorf("state hash schema: %w", err)
 	}
 	sort.Strings(schema)
+	return schema, nil
+}
+
+// hashRows completes the state hash at index idx of the schema lines read
+// by hashSchema with every user table's rows, read in conn's transaction.
+func hashRows(ctx context.Context, conn *engine.Conn, idx uint64, schema []string) (StateHash, error) {
+	out := StateHash{Index: idx}
+	h := sha256.New()
 	for _, s := range schema {
 		fmt.Fprintf(h, "%s\n", s)
 	}

@@ -264,6 +264,20 @@ func Open(cfg Config) (*Store, error) {
 	}), s.term.current, s.logs, tlog)
 	cleanup = append(cleanup, s.trans.Close)
 
+	// A bootstrapping node whose database already holds state (a backup
+	// installed by duckraftd --restore) starts the log after it.
+	has := false
+	if cfg.Bootstrap {
+		if has, err = raft.HasExistingState(s.logs, s.logs, snaps); err != nil {
+			return fail(err)
+		}
+		if !has && s.fsm.Applied() > 0 {
+			if err := s.seedSnapshot(snaps); err != nil {
+				return fail(err)
+			}
+			has = true
+		}
+	}
 	restore, err := needRestore(s.fsm.Applied(), snaps, s.logs)
 	if err != nil {
 		return fail(err)
@@ -295,20 +309,13 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.term.r.Store(s.raft)
 
-	if cfg.Bootstrap {
-		has, err := raft.HasExistingState(s.logs, s.logs, snaps)
-		if err != nil {
+	if cfg.Bootstrap && !has {
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
+		}}}
+		if err := s.raft.BootstrapCluster(boot).Error(); err != nil {
 			s.raft.Shutdown()
-			return fail(err)
-		}
-		if !has {
-			boot := raft.Configuration{Servers: []raft.Server{{
-				Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
-			}}}
-			if err := s.raft.BootstrapCluster(boot).Error(); err != nil {
-				s.raft.Shutdown()
-				return fail(fmt.Errorf("bootstrap: %w", err))
-			}
+			return fail(fmt.Errorf("bootstrap: %w", err))
 		}
 	}
 	s.wg.Add(1)

@@ -59,6 +59,10 @@ type Options struct {
 	// instead of Binary(t): another build, for upgrade tests (see
 	// Node.RestartWith).
 	Binary string
+	// Restore is a backup file (duckraft backup) the first node seeds the
+	// new cluster from at its first start (duckraftd --restore); the
+	// others join it as usual.
+	Restore string
 }
 
 // Cluster is a set of nodes forming one cluster.
@@ -263,6 +267,9 @@ func (n *Node) args(bin string) []string {
 	if n.RaftAdvertise != "" {
 		a = append(a, "--raft-advertise", n.RaftAdvertise)
 	}
+	if n.restoring() {
+		a = append(a, "--restore", n.c.opts.Restore)
+	}
 	return append(a, n.c.opts.Args...)
 }
 
@@ -285,10 +292,19 @@ func (n *Node) config() daemon.Config {
 		WrapLogStore:  n.faults.wrapLogStore,
 		Now:           n.faults.now,
 	}
+	if n.restoring() {
+		cfg.Restore = n.c.opts.Restore
+	}
 	if n.c.opts.Configure != nil {
 		n.c.opts.Configure(&cfg)
 	}
 	return cfg
+}
+
+// restoring reports whether this start of n restores Options.Restore: the
+// first start of the first node. Restarts find the restored data in place.
+func (n *Node) restoring() bool {
+	return n.c.opts.Restore != "" && n == n.c.Nodes[0] && n.run == nil
 }
 
 func (n *Node) start(t testing.TB) {

@@ -33,6 +33,7 @@ const usage = `usage: duckraft [flags]                   interactive shell
        duckraft transfer-leader [--to ID]  move leadership to another voter
        duckraft node remove ID             take a node out of the cluster
        duckraft hash                       every member's applied index and state hash
+       duckraft backup --out FILE          a backup of one member's database (a DuckDB file)
        duckraft bench bulk|writes|reads    benchmarks (see duckraft bench)
 
 The flags --server, --token, --format and --protocol go before or after the
@@ -42,7 +43,7 @@ flags:
 `
 
 // commands are the subcommands' names.
-var commands = []string{"bench", "status", "transfer-leader", "hash", "node"}
+var commands = []string{"bench", "status", "transfer-leader", "hash", "backup", "node"}
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name, args := splitCommand(args, commands)
@@ -61,6 +62,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runTransferLeader(args, stdout, stderr)
 	case "hash":
 		return runHash(args, stdout, stderr)
+	case "backup":
+		return runBackup(args, stdout, stderr)
 	case "node":
 		return runNode(args, stdout, stderr)
 	}

@@ -105,6 +105,10 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.IntVar(&c.Threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
 	fs.StringVar(&c.MemoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
 	fs.StringVar(&c.DuckDBFsync, "duckdb-fsync", "STANDARD", "fsync_mode of the replicated database: STANDARD, NONE or FULL (the Raft log is fsynced whatever this says)")
+	fs.StringVar(&c.Restore, "restore", "", "seed a new cluster from this backup file (duckraft backup): only on an empty --data, on the first node, without --join")
+	fs.StringVar(&c.BackupDir, "backup-dir", "", "write scheduled backups into this directory (from whichever node leads at each tick)")
+	fs.DurationVar(&c.BackupEvery, "backup-every", daemon.DefaultBackupEvery, "interval of scheduled backups (with --backup-dir)")
+	fs.IntVar(&c.BackupKeep, "backup-keep", daemon.DefaultBackupKeep, "scheduled backups kept in --backup-dir; older ones are deleted")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <token>)")
@@ -153,6 +157,9 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	}
 	if n := countSet(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA); n != 0 && n != 3 {
 		return nil, errors.New("--raft-tls-cert, --raft-tls-key and --raft-tls-ca go together")
+	}
+	if c.BackupEvery <= 0 || c.BackupKeep < 1 {
+		return nil, errors.New("--backup-every must be positive and --backup-keep at least 1")
 	}
 	switch c.gossipProfile {
 	case "lan":

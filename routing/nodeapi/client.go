@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,6 +203,39 @@ func (c *Client) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.
 		return nil
 	})
 	return res, err
+}
+
+// Backup asks the node at addr for a backup of its database at its applied
+// index and copies the DuckDB database file to w. It returns the node's
+// state hash at the backup's index. An answer cut short is an error
+// wrapping ErrUnreachable: what w received is then incomplete.
+func (c *Client) Backup(ctx context.Context, addr string, w io.Writer) (StateHash, error) {
+	target := c.url(addr, BackupPath)
+	resp, err := c.send(ctx, c.reader(), http.MethodPost, target, nil)
+	if err != nil {
+		return StateHash{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return StateHash{}, answerError(resp, target, strings.TrimSpace(string(msg)))
+	}
+	var h StateHash
+	idx, ierr := strconv.ParseUint(resp.Header.Get(BackupIndexHeader), 10, 64)
+	rows, rerr := strconv.ParseInt(resp.Header.Get(BackupRowsHeader), 10, 64)
+	h.Hash = resp.Header.Get(BackupHashHeader)
+	if ierr != nil || rerr != nil || h.Hash == "" || resp.ContentLength < 0 {
+		return StateHash{}, fmt.Errorf("%w: %s answered a backup without its index, hash, rows or length", ErrUnreachable, addr)
+	}
+	h.Index, h.Rows = idx, rows
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return h, fmt.Errorf("%w: backup from %s cut short after %d of %d bytes: %w", ErrUnreachable, addr, n, resp.ContentLength, err)
+	}
+	if n != resp.ContentLength {
+		return h, fmt.Errorf("%w: backup from %s cut short after %d of %d bytes", ErrUnreachable, addr, n, resp.ContentLength)
+	}
+	return h, nil
 }
 
 // readAll reads r into one allocation when its length is known.

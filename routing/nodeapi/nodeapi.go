@@ -23,9 +23,10 @@ import (
 )
 
 // Paths served by every data node (a router serves StatusPath only).
-// StatusPath, HashPath and RemovePath accept the client token or the node
-// credential; TransferPath, LeavePath and WritePath only the node
-// credential (see Credentials).
+// StatusPath and HashPath accept the client token or the node credential;
+// RemovePath and BackupPath an operator's (Credentials.operators);
+// TransferPath, LeavePath and WritePath only the node credential (see
+// Credentials).
 const (
 	// StatusPath (GET) answers the node's Status as JSON.
 	StatusPath = "/duckraft/v1/status"
@@ -46,6 +47,18 @@ const (
 	// WritePath (POST) takes a write forwarded to the leader: a wal.Batch
 	// of one command, answered with an encoded wal.Result.
 	WritePath = "/duckraft/v1/write"
+	// BackupPath (POST) answers a backup of the node's database at its
+	// applied index: a DuckDB database file as the body, the index and
+	// the node's state hash at that index in the BackupIndexHeader,
+	// BackupHashHeader and BackupRowsHeader.
+	BackupPath = "/duckraft/v1/backup"
+)
+
+// Headers of a BackupPath answer.
+const (
+	BackupIndexHeader = "Duckraft-Backup-Index"
+	BackupHashHeader  = "Duckraft-Backup-Hash"
+	BackupRowsHeader  = "Duckraft-Backup-Rows"
 )
 
 // Status is a node's view of itself and of the cluster.
@@ -132,6 +145,8 @@ const (
 	CodeUnauthorized Code = "unauthorized"
 	// CodeBadRequest: the request is malformed.
 	CodeBadRequest Code = "bad_request"
+	// CodeBusy: the node is already doing this (a backup); retry later.
+	CodeBusy Code = "busy"
 	// CodeFailed: the request's own error (a statement's), which any node
 	// would answer alike.
 	CodeFailed Code = "failed"

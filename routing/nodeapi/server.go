@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/duckraft/duckraft/wal"
 )
@@ -24,8 +27,9 @@ type Credentials struct {
 	Client, Node string
 }
 
-// operators are the credentials that may change the cluster's membership
-// (RemovePath): the one place that decides who counts as an operator.
+// operators are the credentials that may ask for operator actions:
+// changing the cluster's membership (RemovePath) and backups (BackupPath).
+// The one place that decides who counts as an operator.
 func (c Credentials) operators() []string { return []string{c.Client, c.Node} }
 
 // Authorized reports whether r carries one of the non-empty creds as a
@@ -69,7 +73,7 @@ func status(c Code) int {
 		return http.StatusNotFound
 	case CodeNotLeader, CodePinned:
 		return http.StatusConflict
-	case CodeUnknownOutcome, CodeBehind:
+	case CodeUnknownOutcome, CodeBehind, CodeBusy:
 		return http.StatusServiceUnavailable
 	case CodeFailed:
 		return http.StatusUnprocessableEntity
@@ -221,4 +225,51 @@ func readCommand(w http.ResponseWriter, r *http.Request) (wal.Command, error) {
 		return wal.Command{}, Errorf(CodeBadRequest, "a write request holds one command, not %d", len(b.Commands))
 	}
 	return b.Commands[0], nil
+}
+
+// BackupSend sends a backup: the state hash at its index in the headers,
+// then size bytes of the DuckDB database file read from body.
+type BackupSend func(h StateHash, body io.Reader, size int64) error
+
+// backupStall bounds how long a backup's answer may make no progress: a
+// client that stops reading would otherwise hold the node's one backup
+// slot and its copy on disk for as long as it keeps the connection.
+var backupStall = 30 * time.Second
+
+// backupChunk is how much of a backup is written per write deadline.
+const backupChunk = 1 << 20
+
+// BackupHandler serves BackupPath to operators: backup writes a backup
+// file, hands it to send, and removes it once send returns. An error
+// before send is answered as an Error; one during it (or a client that
+// reads nothing for backupStall) cuts the answer short, which the client
+// detects by the Content-Length.
+func BackupHandler(creds Credentials, backup func(context.Context, BackupSend) error) http.Handler {
+	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		sent := false
+		err := backup(r.Context(), func(h StateHash, body io.Reader, size int64) error {
+			sent = true
+			hd := w.Header()
+			hd.Set("Content-Type", "application/vnd.duckdb")
+			hd.Set("Content-Length", strconv.FormatInt(size, 10))
+			hd.Set(BackupIndexHeader, strconv.FormatUint(h.Index, 10))
+			hd.Set(BackupHashHeader, h.Hash)
+			hd.Set(BackupRowsHeader, strconv.FormatInt(h.Rows, 10))
+			rc := http.NewResponseController(w)
+			for size > 0 {
+				// Not every ResponseWriter supports deadlines (a
+				// test's recorder); the server's does.
+				rc.SetWriteDeadline(time.Now().Add(backupStall))
+				n, err := io.CopyN(w, body, min(size, backupChunk))
+				size -= n
+				if err != nil {
+					return fmt.Errorf("send backup: %w", err)
+				}
+			}
+			return nil
+		})
+		if err != nil && !sent {
+			writeError(w, err)
+		}
+	})
 }

@@ -120,6 +120,16 @@ type Config struct {
 	MemoryLimit string
 	// DuckDBFsync is the replicated database's fsync_mode (engine.Options).
 	DuckDBFsync string
+	// Restore is a backup file (duckraft backup) that seeds a new cluster:
+	// the node installs it as its database in an empty DataDir and
+	// bootstraps with its state (see docs/backup.md).
+	Restore string
+	// BackupDir, when set, receives a backup every BackupEvery (zero:
+	// DefaultBackupEvery) from whichever node leads then, of which the
+	// newest BackupKeep (zero: DefaultBackupKeep) are kept.
+	BackupDir   string
+	BackupEvery time.Duration
+	BackupKeep  int
 	// Logger receives every component's diagnostics; nil discards them.
 	Logger *slog.Logger
 
@@ -149,6 +159,7 @@ type Daemon struct {
 	store   *replication.Store
 	members *membership
 	srv     *node.Server
+	backups backups
 	l       net.Listener
 	hs      *http.Server
 
@@ -180,6 +191,11 @@ type Daemon struct {
 func Start(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Restore != "" {
+		if err := checkRestore(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -242,8 +258,17 @@ func loadToken(token, dir string) (string, error) {
 // startNode opens a data node: DuckDB, Raft, gossip, routing and Quack.
 func (d *Daemon) startNode() error {
 	c := d.cfg
+	dbPath := filepath.Join(c.DataDir, "duckraft.db")
+	if c.Restore != "" {
+		if err := d.restore(dbPath); err != nil {
+			return err
+		}
+	}
+	if err := removeStaleBackupTmp(c.DataDir); err != nil {
+		return err
+	}
 	var err error
-	d.db, err = replication.OpenDatabase(filepath.Join(c.DataDir, "duckraft.db"), engine.Options{
+	d.db, err = replication.OpenDatabase(dbPath, engine.Options{
 		Threads:             c.Threads,
 		MemoryLimit:         c.MemoryLimit,
 		AllowExternalAccess: c.AllowExternalAccess,
@@ -315,6 +340,10 @@ func (d *Daemon) startNode() error {
 	}))
 	mux.Handle(nodeapi.RemovePath, nodeapi.RemoveHandler(creds, d.removeMember))
 	mux.Handle(nodeapi.LeavePath, nodeapi.LeaveHandler(d.nodeCred, d.leaveCluster))
+	mux.Handle(nodeapi.BackupPath, nodeapi.BackupHandler(creds, d.serveBackup))
+	if err := d.startBackups(); err != nil {
+		return err
+	}
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
 	return d.serve(mux)
@@ -534,6 +563,7 @@ func (d *Daemon) shutdown(graceful bool) error {
 		d.hs.Close()
 		<-d.done
 	}
+	d.stopBackups()
 	var errs []error
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())

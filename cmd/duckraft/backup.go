@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/duckraft/duckraft/routing/nodeapi"
+)
+
+// runBackup asks the member named by --server for a backup of its database
+// at its applied index and writes it to --out: a DuckDB database file that
+// a plain DuckDB opens and duckraftd --restore seeds a new cluster from.
+func runBackup(args []string, stdout, stderr io.Writer) int {
+	var out string
+	c, code := parseAPIFlags("backup", args, 0, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&out, "out", "", "file to write the backup to (required); written as FILE.tmp, synced and renamed")
+	})
+	if c == nil {
+		return code
+	}
+	if out == "" {
+		fmt.Fprintln(stderr, "duckraft backup: --out FILE is required")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	h, size, err := backup(ctx, c.api, c.addr, out)
+	if err != nil {
+		fmt.Fprintln(stderr, "duckraft backup:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "backup at applied index %d written to %s (%d bytes, %d rows, state hash %s)\n", h.Index, out, size, h.Rows, h.Hash)
+	return 0
+}
+
+// backup streams the backup of the node at addr to out atomically: into
+// out.tmp, synced, then renamed over out, so out is either the old file or
+// a complete backup. A backup cut short leaves nothing.
+func backup(ctx context.Context, api *nodeapi.Client, addr, out string) (nodeapi.StateHash, int64, error) {
+	tmp := out + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nodeapi.StateHash{}, 0, err
+	}
+	cw := &countingWriter{w: f}
+	h, err := api.Backup(ctx, addr, cw)
+	if err == nil {
+		err = f.Sync()
+	}
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return h, 0, err
+	}
+	d, err := os.Open(filepath.Dir(out))
+	if err != nil {
+		return h, cw.n, err
+	}
+	defer d.Close()
+	return h, cw.n, d.Sync()
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

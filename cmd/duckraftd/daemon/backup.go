@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/duckraft/duckraft/replication"
+	"github.com/duckraft/duckraft/routing/nodeapi"
+)
+
+// Defaults of scheduled backups (Config.BackupEvery, Config.BackupKeep).
+const (
+	DefaultBackupEvery = time.Hour
+	DefaultBackupKeep  = 7
+)
+
+// backupTmpPrefix names the directories in the data directory where a
+// backup asked for over the API is written before it is sent; a node
+// removes those a crash left behind when it starts.
+const backupTmpPrefix = "backup-tmp-"
+
+// backupStamp is the time in a scheduled backup's name: UTC, fixed width,
+// so names sort by time.
+const backupStamp = "20060102T150405.000Z"
+
+// backupName matches the names of scheduled backups, which retention
+// counts: duckraft-<time>-<index>.duckdb.
+var backupName = regexp.MustCompile(`^duckraft-\d{8}T\d{6}\.\d{3}Z-\d+\.duckdb$`)
+
+// BackupStats are what the scheduled backups of this node did, for
+// metrics and the status page.
+type BackupStats struct {
+	// Taken and Failed count scheduled backups written and failed.
+	Taken, Failed uint64
+	// LastSuccess is when the last backup written finished; LastIndex,
+	// LastBytes and LastDuration describe it.
+	LastSuccess  time.Time
+	LastIndex    uint64
+	LastBytes    int64
+	LastDuration time.Duration
+	// LastError is the last failure's, empty after a success.
+	LastError string
+}
+
+// backups is a node's backup state: one backup is written at a time,
+// whether asked for over the API or scheduled, since each takes a copy's
+// worth of disk and a pass over the database.
+type backups struct {
+	mu sync.Mutex
+
+	statsMu sync.Mutex
+	stats   BackupStats
+
+	// cancel stops the schedule and abandons a backup being written.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// BackupStats returns what this node's scheduled backups did so far.
+func (d *Daemon) BackupStats() BackupStats {
+	d.backups.statsMu.Lock()
+	defer d.backups.statsMu.Unlock()
+	return d.backups.stats
+}
+
+// serveBackup writes a backup for BackupPath into a temporary directory of
+// the data directory and sends it. A second backup asked for while one is
+// written is refused (CodeBusy) rather than queued: each holds a copy on
+// disk.
+func (d *Daemon) serveBackup(ctx context.Context, send nodeapi.BackupSend) error {
+	if !d.backups.mu.TryLock() {
+		return nodeapi.Errorf(nodeapi.CodeBusy, "%s is already writing a backup; retry later", d.cfg.ID)
+	}
+	defer d.backups.mu.Unlock()
+	dir, err := os.MkdirTemp(d.cfg.DataDir, backupTmpPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "backup.duckdb")
+	start := time.Now()
+	h, err := d.store.WriteBackup(ctx, path)
+	if err != nil {
+		d.log.Warn("backup failed", "err", err)
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	err = send(nodeapi.StateHash{Index: h.Index, Hash: h.Hash, Rows: h.Rows}, f, st.Size())
+	d.log.Info("backup sent", "applied", h.Index, "bytes", st.Size(), "took", time.Since(start), "err", err)
+	return err
+}
+
+// removeStaleBackupTmp removes the temporary backup directories a crash
+// left in the data directory.
+func removeStaleBackupTmp(dataDir string) error {
+	stale, err := filepath.Glob(filepath.Join(dataDir, backupTmpPrefix+"*"))
+	if err != nil {
+		return err
+	}
+	for _, dir := range stale {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove a stale backup: %w", err)
+		}
+	}
+	return nil
+}
+
+// startBackups starts the scheduled backups when a backup directory is
+// set. Every node runs the schedule, and at each tick only the node that
+// leads then writes: the leader has applied everything committed, and
+// exactly one node writes per tick, whichever leads.
+func (d *Daemon) startBackups() error {
+	c := d.cfg
+	if c.BackupDir == "" {
+		return nil
+	}
+	every, keep := c.BackupEvery, c.BackupKeep
+	if every <= 0 {
+		every = DefaultBackupEvery
+	}
+	if keep <= 0 {
+		keep = DefaultBackupKeep
+	}
+	if err := os.MkdirAll(c.BackupDir, 0o750); err != nil {
+		return fmt.Errorf("backup directory: %w", err)
+	}
+	partials, err := filepath.Glob(filepath.Join(c.BackupDir, partialPrefix(c.ID)+"*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range partials {
+		os.RemoveAll(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.backups.cancel = cancel
+	d.backups.wg.Add(1)
+	go func() {
+		defer d.backups.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			if d.store.IsLeader() {
+				d.scheduledBackup(ctx, c.BackupDir, keep)
+			}
+		}
+	}()
+	d.log.Info("scheduled backups", "dir", c.BackupDir, "every", every, "keep", keep)
+	return nil
+}
+
+// stopBackups stops the schedule and waits for a backup being written,
+// which is abandoned: a scheduled one, or one asked for over the API,
+// whose request ended when the server closed its connection.
+func (d *Daemon) stopBackups() {
+	if d.backups.cancel != nil {
+		d.backups.cancel()
+		d.backups.wg.Wait()
+	}
+	d.backups.mu.Lock()
+	defer d.backups.mu.Unlock()
+}
+
+// partialPrefix names the files a node's scheduled backups are written to
+// before they are complete: a crash leaves them, never a file with a
+// backup's name.
+func partialPrefix(id string) string { return ".partial-" + id + "-" }
+
+// scheduledBackup writes one backup into dir, atomically (a partial file,
+// synced, renamed, the directory synced), and then deletes the oldest
+// backups beyond keep.
+func (d *Daemon) scheduledBackup(ctx context.Context, dir string, keep int) {
+	d.backups.mu.Lock()
+	defer d.backups.mu.Unlock()
+	start := time.Now()
+	tmp := filepath.Join(dir, partialPrefix(d.cfg.ID)+start.UTC().Format(backupStamp)+".duckdb")
+	name, size, idx, err := d.writeScheduled(ctx, tmp, start)
+	took := time.Since(start)
+	if err != nil && ctx.Err() != nil {
+		// Abandoned because the node stops: not a failure of backups.
+		d.log.Info("scheduled backup abandoned: the node stops", "dir", dir)
+		return
+	}
+	d.backups.statsMu.Lock()
+	if err != nil {
+		d.backups.stats.Failed++
+		d.backups.stats.LastError = err.Error()
+	} else {
+		d.backups.stats.Taken++
+		d.backups.stats.LastSuccess = time.Now()
+		d.backups.stats.LastIndex, d.backups.stats.LastBytes, d.backups.stats.LastDuration = idx, size, took
+		d.backups.stats.LastError = ""
+	}
+	d.backups.statsMu.Unlock()
+	if err != nil {
+		d.log.Error("scheduled backup failed", "dir", dir, "err", err)
+		return
+	}
+	d.log.Info("scheduled backup written", "file", name, "applied", idx, "bytes", size, "took", took)
+	if err := pruneBackups(dir, keep); err != nil {
+		d.log.Error("scheduled backups: retention", "dir", dir, "err", err)
+	}
+}
+
+func (d *Daemon) writeScheduled(ctx context.Context, tmp string, start time.Time) (string, int64, uint64, error) {
+	h, err := d.store.WriteBackup(ctx, tmp)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	st, err := os.Stat(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return "", 0, 0, err
+	}
+	name := filepath.Join(filepath.Dir(tmp), fmt.Sprintf("duckraft-%s-%d.duckdb", start.UTC().Format(backupStamp), h.Index))
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return "", 0, 0, fmt.Errorf("backup: %w", err)
+	}
+	if err := syncDir(filepath.Dir(name)); err != nil {
+		return name, st.Size(), h.Index, fmt.Errorf("backup: sync %s: %w", filepath.Dir(name), err)
+	}
+	return name, st.Size(), h.Index, nil
+}
+
+// pruneBackups deletes the oldest backups in dir beyond the newest keep.
+// Only files named as scheduled backups count; nothing else is touched.
+func pruneBackups(dir string, keep int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && backupName.MatchString(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	var errs []error
+	for len(names) > keep {
+		errs = append(errs, os.Remove(filepath.Join(dir, names[0])))
+		names = names[1:]
+	}
+	return errors.Join(errs...)
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// checkRestore checks what --restore needs: a new cluster's first node,
+// and a data directory with nothing in it but perhaps the token (kept
+// from an earlier attempt that was refused).
+func checkRestore(c Config) error {
+	if c.Router || c.Replica || c.Join != "" {
+		return errors.New("--restore seeds a new cluster on its first node: it excludes --join, --replica and --router (the other nodes join it and receive the data as a Raft snapshot)")
+	}
+	if _, err := os.Stat(c.Restore); err != nil {
+		return fmt.Errorf("--restore: %w", err)
+	}
+	entries, err := os.ReadDir(c.DataDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--restore: %w", err)
+	}
+	var found []string
+	for _, e := range entries {
+		if e.Name() != "token" {
+			found = append(found, e.Name())
+		}
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%w: %s holds %v; restore into a new, empty data directory", ErrDataDirNotEmpty, c.DataDir, found)
+	}
+	return nil
+}
+
+// ErrDataDirNotEmpty is why --restore refuses a data directory that already
+// holds a database or Raft state: restoring replaces a cluster's data, which
+// is done by starting a new cluster, never over a live one.
+var ErrDataDirNotEmpty = errors.New("--restore needs an empty data directory")
+
+// restore installs the backup Config.Restore as the node's database.
+func (d *Daemon) restore(dbPath string) error {
+	idx, err := replication.InstallBackup(d.cfg.Restore, dbPath)
+	if err != nil {
+		return err
+	}
+	d.log.Info("restored a backup: this node bootstraps a new cluster at its index", "file", d.cfg.Restore, "applied", idx)
+	return nil
+}
