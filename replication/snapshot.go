@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,16 +27,21 @@ import (
 //
 // kinds: 'H' the applied index; 'Q' a schema name and a DDL statement run
 // with that schema current; 'T' a schema and table that the following 'C'
-// frames (encoded Q3 DataChunks) are appended to; 'E' the number of frames
-// before it, so a truncated snapshot is detected.
+// frames (encoded Q3 DataChunks) are appended to, and 'P' the same for a
+// table of a nested schema (DuckDB 2.0), named by its schema's path; 'E'
+// the number of frames before it, so a truncated snapshot is detected.
 const snapshotMagic = "DUCKRAFT-SNAP\x01"
 
 const (
 	frameHeader = 'H'
 	frameSQL    = 'Q'
 	frameTable  = 'T'
-	frameChunk  = 'C'
-	frameEnd    = 'E'
+	// framePathTable is frameTable for a table of a nested schema: the
+	// number of names in the schema's path, the names, then the table.
+	// Builds before nested schemas refuse it as an unknown kind.
+	framePathTable = 'P'
+	frameChunk     = 'C'
+	frameEnd       = 'E'
 )
 
 // maxFrame bounds one frame so a corrupt length cannot allocate wildly.
@@ -145,11 +151,24 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // Release implements raft.FSMSnapshot.
 func (s *fsmSnapshot) Release() { s.conn.Close() }
 
-// catalogQuery lists, in restore order, what a snapshot recreates: each row
-// is (schema, DDL). Objects of the metadata schema are created by the FSM
-// itself. Schemas, enum types, sequences, macros, tables and views come in
-// one list in creation order (DuckDB's catalog oids come from one counter),
-// so what each names existed when it was created: DuckDB binds views, and
+// schemaPaths is a WITH clause naming every schema of the database by its
+// path (DuckDB 2.0 nests schemas): qpath is the quoted path ("a"."b" for b
+// in a), depth its length and top its outermost schema's name. Catalog
+// functions name an object's schema by its own name alone, so objects are
+// joined to their schema by schema_oid (ofSchema).
+const schemaPaths = `WITH RECURSIVE paths(oid, depth, qpath, top) AS (
+		SELECT oid, 1, ` + `('"' || replace(schema_name, '"', '""') || '"')` + `, schema_name FROM duckdb_schemas()
+			WHERE parent_schema_oid IS NULL AND database_name = current_database()
+		UNION ALL SELECT s.oid, p.depth + 1, p.qpath || '.' || ('"' || replace(s.schema_name, '"', '""') || '"'), p.top
+			FROM duckdb_schemas() s JOIN paths p ON s.parent_schema_oid = p.oid)
+	`
+
+// catalogQuery lists, in restore order, what a snapshot recreates before
+// the rows: each row is (schema, DDL), the DDL run with that schema
+// current. Objects of the metadata schema are created by the FSM itself.
+// Schemas, enum types, sequences, macros, tables and views come in one
+// list in creation order (DuckDB's catalog oids come from one counter), so
+// what each names existed when it was created: DuckDB binds views, and
 // macros whose table functions take a subquery (summary((SELECT … FROM t))),
 // at creation, while table DEFAULTs call macros, so no order by kind fits
 // every catalog (two orders by kind each left a follower unable to restore:
@@ -160,28 +179,56 @@ func (s *fsmSnapshot) Release() { s.conn.Close() }
 // DuckDB's own DDL for it starts a fresh sequence at the next value, whose
 // currval() is an error until nextval() is called, so a DEFAULT or write
 // calling currval() failed on the restored node alone. Rows are written
-// after the catalog, indexes after the rows.
+// after the catalog; indexes and DuckDB 2.0's triggers (afterQuery) after
+// the rows, since appending the rows would fire the triggers.
+//
+// An object of a top-level schema is created with that schema current, from
+// DuckDB's own DDL (which names no schema for a sequence). A nested schema
+// cannot be current, so an object of one is created with main current and
+// DDL that names its schema's path: DuckDB writes tables, views, indexes and
+// triggers qualified, and the query builds the DDL of schemas, types and
+// sequences (qualified). duckdb_functions() has no schema_oid, so the
+// cluster refuses macros in nested schemas (analyze.Analysis.NestedMacro).
 var (
-	current      = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
-	catalogQuery = `SELECT schema_name, ddl FROM (
-		SELECT oid, 'main' AS schema_name, 'CREATE SCHEMA ' || ` + qi("schema_name") + ` AS ddl FROM duckdb_schemas()
-			WHERE NOT internal AND` + current + `
-		UNION ALL SELECT type_oid, schema_name, 'CREATE TYPE ' || ` + qi("type_name") + ` || ' AS ENUM (' ||
-			list_aggregate(list_transform(labels, lambda l: '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
-			FROM duckdb_types() WHERE NOT internal AND logical_type = 'ENUM' AND` + current + `
-		UNION ALL SELECT sequence_oid, schema_name, CASE WHEN last_value IS NULL THEN sql ELSE
-			'CREATE SEQUENCE ' || ` + qi("sequence_name") + ` || ' START WITH ' || last_value || ' INCREMENT BY ' || increment_by ||
-			' MINVALUE ' || min_value || ' MAXVALUE ' || max_value || CASE WHEN cycle THEN ' CYCLE' ELSE ' NO CYCLE' END || ';' ||
-			' SELECT nextval(' || ` + ql(qi("schema_name")+" || '.' || "+qi("sequence_name")) + ` || ')' END
-			FROM duckdb_sequences() WHERE NOT temporary AND` + current + `
+	current = ` database_name = current_database() AND schema_name <> '` + metaSchema + `'`
+	// ofSchema joins catalog function o's rows to their schema's path,
+	// leaving out the metadata schema; inSchema is the schema to make
+	// current for an object's DDL, and qualified what names its schema in
+	// DDL the snapshot builds.
+	ofSchema     = ` o JOIN paths p ON p.oid = o.schema_oid AND p.top <> '` + metaSchema + `'`
+	inSchema     = `CASE WHEN p.depth = 1 THEN o.schema_name ELSE 'main' END`
+	qualified    = `CASE WHEN p.depth = 1 THEN '' ELSE p.qpath || '.' END`
+	catalogQuery = schemaPaths + `SELECT schema_name, ddl FROM (
+		SELECT o.oid, 'main' AS schema_name, 'CREATE SCHEMA ' || p.qpath AS ddl
+			FROM duckdb_schemas() o JOIN paths p ON p.oid = o.oid AND p.top <> '` + metaSchema + `' WHERE NOT o.internal
+		UNION ALL SELECT o.type_oid, ` + inSchema + `, 'CREATE TYPE ' || ` + qualified + ` || ` + qi("o.type_name") + ` || ' AS ENUM (' ||
+			list_aggregate(list_transform(o.labels, lambda l: '''' || replace(l, '''', '''''') || ''''), 'string_agg', ', ') || ')'
+			FROM duckdb_types()` + ofSchema + ` WHERE NOT o.internal AND o.logical_type = 'ENUM'
+		UNION ALL SELECT o.sequence_oid, ` + inSchema + `, CASE WHEN o.last_value IS NULL AND p.depth = 1 THEN o.sql ELSE
+			'CREATE SEQUENCE ' || ` + qualified + ` || ` + qi("o.sequence_name") + ` || ' START WITH ' || coalesce(o.last_value, o.start_value) ||
+			' INCREMENT BY ' || o.increment_by || ' MINVALUE ' || o.min_value || ' MAXVALUE ' || o.max_value ||
+			CASE WHEN o.cycle THEN ' CYCLE' ELSE ' NO CYCLE' END || ';' || CASE WHEN o.last_value IS NULL THEN '' ELSE
+			' SELECT nextval(' || ` + ql("p.qpath || '.' || "+qi("o.sequence_name")) + ` || ')' END END
+			FROM duckdb_sequences()` + ofSchema + ` WHERE NOT o.temporary
 		UNION ALL SELECT function_oid, schema_name, 'CREATE MACRO ' || ` + qi("function_name") + ` || '(' || array_to_string(parameters, ', ') || ') AS ' ||
 			CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END || macro_definition
 			FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current + `
-		UNION ALL SELECT table_oid, schema_name, sql FROM duckdb_tables() WHERE NOT temporary AND` + current + `
-		UNION ALL SELECT view_oid, schema_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + `
+		UNION ALL SELECT o.table_oid, ` + inSchema + `, o.sql FROM duckdb_tables()` + ofSchema + ` WHERE NOT o.temporary
+		UNION ALL SELECT o.view_oid, ` + inSchema + `, o.sql FROM duckdb_views()` + ofSchema + ` WHERE NOT o.internal AND NOT o.temporary
 	) ORDER BY oid`
-	tablesQuery = `SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid`
-	indexQuery  = `SELECT schema_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL AND` + current + ` ORDER BY index_oid`
+	// tablesQuery lists the tables whose rows a snapshot holds, each with
+	// the oid of its schema (schemasQuery gives the schema's path).
+	tablesQuery = schemaPaths + `SELECT o.schema_oid::VARCHAR, o.table_name FROM duckdb_tables()` + ofSchema +
+		` WHERE NOT o.temporary ORDER BY o.table_oid`
+	// schemasQuery lists every schema of the database: its oid, its name
+	// and its parent's oid ('' at the top).
+	schemasQuery = `SELECT oid::VARCHAR, schema_name, coalesce(parent_schema_oid::VARCHAR, '') FROM duckdb_schemas()
+		WHERE database_name = current_database()`
+	// afterQuery lists the DDL run after the rows, as catalogQuery does.
+	afterQuery = schemaPaths + `SELECT schema_name, ddl FROM (
+		SELECT o.index_oid AS oid, ` + inSchema + ` AS schema_name, o.sql AS ddl FROM duckdb_indexes()` + ofSchema + ` WHERE o.sql IS NOT NULL
+		UNION ALL SELECT o.trigger_oid, ` + inSchema + `, o.sql FROM duckdb_triggers()` + ofSchema + ` WHERE NOT o.temporary
+	) ORDER BY oid`
 )
 
 func (s *fsmSnapshot) write(w *frameWriter) error {
@@ -194,24 +241,57 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 	if err := writeDDL(w, s.catalog); err != nil {
 		return err
 	}
+	paths, err := s.schemaPaths()
+	if err != nil {
+		return err
+	}
 	tables, err := s.rows(tablesQuery)
 	if err != nil {
 		return err
 	}
-	tables = append(tables, []string{metaSchema, "keys"})
 	for _, t := range tables {
-		if err := s.writeTable(w, t[0], t[1]); err != nil {
+		path := paths[t[0]]
+		if path == nil {
+			return fmt.Errorf("table %s: schema oid %s is not in the catalog", t[1], t[0])
+		}
+		if err := s.writeTable(w, path, t[1]); err != nil {
 			return err
 		}
 	}
-	indexes, err := s.rows(indexQuery)
+	if err := s.writeTable(w, []string{metaSchema}, "keys"); err != nil {
+		return err
+	}
+	after, err := s.rows(afterQuery)
 	if err != nil {
 		return err
 	}
-	if err := writeDDL(w, indexes); err != nil {
+	if err := writeDDL(w, after); err != nil {
 		return err
 	}
 	return w.frame(frameEnd, binary.AppendUvarint(nil, uint64(w.frames)))
+}
+
+// schemaPaths maps each schema's oid to its path, outermost first.
+func (s *fsmSnapshot) schemaPaths() (map[string][]string, error) {
+	rows, err := s.rows(schemasQuery)
+	if err != nil {
+		return nil, err
+	}
+	name, parent := map[string]string{}, map[string]string{}
+	for _, r := range rows {
+		name[r[0]], parent[r[0]] = r[1], r[2]
+	}
+	paths := make(map[string][]string, len(rows))
+	for oid := range name {
+		var path []string
+		// A parent chain is at most as long as the list of schemas.
+		for o := oid; o != "" && len(path) <= len(rows); o = parent[o] {
+			path = append(path, name[o])
+		}
+		slices.Reverse(path)
+		paths[oid] = path
+	}
+	return paths, nil
 }
 
 // writeDDL writes one SQL frame per (schema, DDL) row.
@@ -254,30 +334,45 @@ func (s *fsmSnapshot) rows(query string) ([][]string, error) {
 	}
 }
 
-func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
-	if err := w.frame(frameTable, appendLenBytes(appendLenBytes(nil, []byte(schema)), []byte(table))); err != nil {
-		return err
+// writeTable writes the rows of table in the schema at path: a table
+// frame, a path-table frame for a nested schema, then the chunks.
+func (s *fsmSnapshot) writeTable(w *frameWriter, path []string, table string) error {
+	var err error
+	if len(path) == 1 {
+		err = w.frame(frameTable, appendLenBytes(appendLenBytes(nil, []byte(path[0])), []byte(table)))
+	} else {
+		b := binary.AppendUvarint(nil, uint64(len(path)))
+		for _, p := range path {
+			b = appendLenBytes(b, []byte(p))
+		}
+		err = w.frame(framePathTable, appendLenBytes(b, []byte(table)))
 	}
-	cols, err := storedColumns(s.conn, schema, table)
 	if err != nil {
 		return err
 	}
-	res, err := s.conn.Query(context.Background(), "SELECT "+cols+" FROM "+sqlquote.Ident(schema)+"."+sqlquote.Ident(table))
+	// Qualified by the catalog: DuckDB 2.0 binds no shorter name of every
+	// nested schema's table.
+	name := sqlquote.Path(append(append([]string{s.conn.Catalog()}, path...), table))
+	cols, err := storedColumns(s.conn, name)
 	if err != nil {
-		return fmt.Errorf("read %s.%s: %w", schema, table, err)
+		return err
+	}
+	res, err := s.conn.Query(context.Background(), "SELECT "+cols+" FROM "+name)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
 	}
 	defer res.Close()
 	var buf []byte
 	for {
 		c, err := res.Next()
 		if err != nil {
-			return fmt.Errorf("read %s.%s: %w", schema, table, err)
+			return fmt.Errorf("read %s: %w", name, err)
 		}
 		if c == nil {
 			return nil
 		}
 		if buf, err = wire.AppendDataChunk(buf[:0], c, wire.Q3); err != nil {
-			return fmt.Errorf("encode %s.%s: %w", schema, table, err)
+			return fmt.Errorf("encode %s: %w", name, err)
 		}
 		if err := w.frame(frameChunk, buf); err != nil {
 			return err
@@ -289,36 +384,47 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, schema, table string) error {
 // unless it has generated columns, which DuckDB computes on read and which a
 // restore cannot append (the table's DDL recreates them). The catalog
 // functions do not tell generated columns from defaults; the bound plan of
-// an INSERT does, as each column's category.
-func storedColumns(conn *engine.Conn, schema, table string) (string, error) {
-	insert := "INSERT INTO " + sqlquote.Ident(schema) + "." + sqlquote.Ident(table) + " DEFAULT VALUES"
+// an INSERT does, as each column's category. The insert is the plan's top
+// operator, or below the CTE DuckDB 2.0 wraps it in for a table's triggers.
+func storedColumns(conn *engine.Conn, name string) (string, error) {
+	insert := "INSERT INTO " + name + " DEFAULT VALUES"
 	plans, err := conn.QueryStrings(context.Background(), "SELECT json_serialize_plan("+sqlquote.Literal(insert)+")::VARCHAR")
 	if err != nil || len(plans) != 1 {
-		return "", fmt.Errorf("columns of %s.%s: %v", schema, table, err)
+		return "", fmt.Errorf("columns of %s: %v", name, err)
+	}
+	type operator struct {
+		Type      string     `json:"type"`
+		Children  []operator `json:"children"`
+		TableInfo *struct {
+			Columns struct {
+				Columns []struct {
+					Name     string `json:"name"`
+					Category string `json:"category"`
+				} `json:"columns"`
+			} `json:"columns"`
+		} `json:"table_info"`
 	}
 	var plan struct {
-		Error   bool   `json:"error"`
-		Message string `json:"error_message"`
-		Plans   []struct {
-			TableInfo struct {
-				Columns struct {
-					Columns []struct {
-						Name     string `json:"name"`
-						Category string `json:"category"`
-					} `json:"columns"`
-				} `json:"columns"`
-			} `json:"table_info"`
-		} `json:"plans"`
+		Error   bool       `json:"error"`
+		Message string     `json:"error_message"`
+		Plans   []operator `json:"plans"`
 	}
 	if err := json.Unmarshal([]byte(plans[0]), &plan); err != nil {
-		return "", fmt.Errorf("columns of %s.%s: %w", schema, table, err)
+		return "", fmt.Errorf("columns of %s: %w", name, err)
 	}
 	if plan.Error || len(plan.Plans) != 1 {
-		return "", fmt.Errorf("columns of %s.%s: %s", schema, table, plan.Message)
+		return "", fmt.Errorf("columns of %s: %s", name, plan.Message)
+	}
+	op := &plan.Plans[0]
+	for op.Type != "LOGICAL_INSERT" && len(op.Children) > 0 {
+		op = &op.Children[0]
+	}
+	if op.Type != "LOGICAL_INSERT" || op.TableInfo == nil {
+		return "", fmt.Errorf("columns of %s: no insert in the plan of %s", name, insert)
 	}
 	var stored []string
 	generated := false
-	for _, c := range plan.Plans[0].TableInfo.Columns.Columns {
+	for _, c := range op.TableInfo.Columns.Columns {
 		if c.Category == "GENERATED" {
 			generated = true
 			continue
@@ -407,19 +513,20 @@ func noEOF(err error) error {
 // user-visible object of the current database and the rows of the metadata
 // tables.
 var dropQueries = []string{
-	`SELECT 'DROP VIEW IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("view_name") + ` || ' CASCADE'
-		FROM duckdb_views() WHERE NOT internal AND NOT temporary AND` + current + ` ORDER BY view_oid DESC`,
-	`SELECT 'DROP TABLE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("table_name") + ` || ' CASCADE'
-		FROM duckdb_tables() WHERE NOT temporary AND` + current + ` ORDER BY table_oid DESC`,
+	schemaPaths + `SELECT 'DROP VIEW IF EXISTS ' || p.qpath || '.' || ` + qi("o.view_name") + ` || ' CASCADE'
+		FROM duckdb_views()` + ofSchema + ` WHERE NOT o.internal AND NOT o.temporary ORDER BY o.view_oid DESC`,
+	schemaPaths + `SELECT 'DROP TABLE IF EXISTS ' || p.qpath || '.' || ` + qi("o.table_name") + ` || ' CASCADE'
+		FROM duckdb_tables()` + ofSchema + ` WHERE NOT o.temporary ORDER BY o.table_oid DESC`,
 	`SELECT 'DROP MACRO ' || CASE WHEN function_type = 'table_macro' THEN 'TABLE ' ELSE '' END ||
 		'IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("function_name") + ` || ' CASCADE'
 		FROM duckdb_functions() WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND` + current,
-	`SELECT 'DROP SEQUENCE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("sequence_name") + ` || ' CASCADE'
-		FROM duckdb_sequences() WHERE NOT temporary AND` + current,
-	`SELECT 'DROP TYPE IF EXISTS ' || ` + qi("schema_name") + ` || '.' || ` + qi("type_name") + ` || ' CASCADE'
-		FROM duckdb_types() WHERE NOT internal AND` + current,
-	`SELECT 'DROP SCHEMA IF EXISTS ' || ` + qi("schema_name") + ` || ' CASCADE'
-		FROM duckdb_schemas() WHERE NOT internal AND` + current,
+	schemaPaths + `SELECT 'DROP SEQUENCE IF EXISTS ' || p.qpath || '.' || ` + qi("o.sequence_name") + ` || ' CASCADE'
+		FROM duckdb_sequences()` + ofSchema + ` WHERE NOT o.temporary`,
+	schemaPaths + `SELECT 'DROP TYPE IF EXISTS ' || p.qpath || '.' || ` + qi("o.type_name") + ` || ' CASCADE'
+		FROM duckdb_types()` + ofSchema + ` WHERE NOT o.internal`,
+	schemaPaths + `SELECT 'DROP SCHEMA IF EXISTS ' || p.qpath || ' CASCADE'
+		FROM duckdb_schemas() o JOIN paths p ON p.oid = o.oid AND p.top <> '` + metaSchema + `' WHERE NOT o.internal
+		ORDER BY p.depth DESC`,
 	`SELECT 'DELETE FROM ` + metaSchema + `.keys'`,
 }
 
@@ -449,9 +556,10 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 	defer conn.Exec(ctx, "RESET schema")
 	fr := &frameReader{r: br}
 	var (
-		index         uint64
-		seenHeader    bool
-		schema, table string
+		index      uint64
+		seenHeader bool
+		schema     []string
+		table      string
 	)
 	for {
 		kind, payload, err := fr.next()
@@ -474,16 +582,26 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 				return 0, fmt.Errorf("restore: %s: %w", sql, err)
 			}
 		case frameTable:
-			schema, table = string(rd.bytes()), string(rd.bytes())
+			schema, table = []string{string(rd.bytes())}, string(rd.bytes())
+		case framePathTable:
+			n := rd.uvarint()
+			if n < 2 || n > uint64(len(payload)) {
+				return 0, fmt.Errorf("%w: a nested table's schema path of %d names", ErrSnapshotCorrupt, n)
+			}
+			schema = make([]string, n)
+			for i := range schema {
+				schema[i] = string(rd.bytes())
+			}
+			table = string(rd.bytes())
 		case frameChunk:
 			if table == "" {
 				return 0, fmt.Errorf("%w: rows before any table", ErrSnapshotCorrupt)
 			}
 			c, err := wire.DecodeDataChunk(wire.NewReader(payload), wire.Limits{})
 			if err != nil {
-				return 0, fmt.Errorf("%w: %s.%s: %w", ErrSnapshotCorrupt, schema, table, err)
+				return 0, fmt.Errorf("%w: %s.%s: %w", ErrSnapshotCorrupt, strings.Join(schema, "."), table, err)
 			}
-			if err := conn.Append(schema, table, c); err != nil {
+			if err := conn.AppendPath(schema, table, c); err != nil {
 				return 0, fmt.Errorf("restore: %w", err)
 			}
 		case frameEnd:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqlquote"
 )
 
 // StateHash is a digest of a node's database at an applied index: equal
@@ -50,20 +51,23 @@ func (s *Store) StateHash(ctx context.Context) (StateHash, error) {
 // hashSchema reads the part of the state hash that describes the schema,
 // in conn's transaction. Sequences are not transactional in DuckDB, so a
 // hash exact at an index reads it while the FSM applies nothing (see
-// fsm.pinBackup); the rows may be read later in the same transaction.
+// fsm.pinBackup); the rows may be read later in the same transaction. An
+// object is named by its schema's name, or for a nested schema (DuckDB
+// 2.0) by the schema's quoted path, and DuckDB 2.0's triggers count: a
+// catalog of neither hashes as it did before them.
 func hashSchema(ctx context.Context, conn *engine.Conn) ([]string, error) {
-	schema, err := queryTrimmed(ctx, conn, fmt.Sprintf(`
-		SELECT schema_name || '.' || table_name || ':' || sql FROM duckdb_tables()
-		WHERE NOT temporary AND schema_name <> '%[1]s'
-		UNION ALL SELECT schema_name || '.' || view_name || ':' || sql FROM duckdb_views()
-		WHERE NOT internal AND NOT temporary AND schema_name <> '%[1]s'
-		UNION ALL SELECT schema_name || '.' || sequence_name || ':' || sql FROM duckdb_sequences()
-		WHERE NOT temporary AND schema_name <> '%[1]s'`, metaSchema))
+	const schema = `CASE WHEN p.depth = 1 THEN o.schema_name ELSE p.qpath END || '.' || `
+	lines, err := queryTrimmed(ctx, conn, schemaPaths+`
+		SELECT `+schema+`o.table_name || ':' || o.sql FROM duckdb_tables()`+ofSchema+` WHERE NOT o.temporary
+		UNION ALL SELECT `+schema+`o.view_name || ':' || o.sql FROM duckdb_views()`+ofSchema+`
+			WHERE NOT o.internal AND NOT o.temporary
+		UNION ALL SELECT `+schema+`o.sequence_name || ':' || o.sql FROM duckdb_sequences()`+ofSchema+` WHERE NOT o.temporary
+		UNION ALL SELECT `+schema+`o.trigger_name || ':' || o.sql FROM duckdb_triggers()`+ofSchema+` WHERE NOT o.temporary`)
 	if err != nil {
 		return nil, fmt.Errorf("state hash schema: %w", err)
 	}
-	sort.Strings(schema)
-	return schema, nil
+	sort.Strings(lines)
+	return lines, nil
 }
 
 // hashRows completes the state hash at index idx of the schema lines read
@@ -74,16 +78,15 @@ func hashRows(ctx context.Context, conn *engine.Conn, idx uint64, schema []strin
 	for _, s := range schema {
 		fmt.Fprintf(h, "%s\n", s)
 	}
-	tables, err := queryTrimmed(ctx, conn, fmt.Sprintf(`
-		SELECT '"' || replace(schema_name, '"', '""') || '"."' || replace(table_name, '"', '""') || '"'
-		FROM duckdb_tables() WHERE NOT temporary AND schema_name <> '%s'`, metaSchema))
+	tables, err := queryTrimmed(ctx, conn, schemaPaths+`SELECT p.qpath || '.' || `+qi("o.table_name")+`
+		FROM duckdb_tables()`+ofSchema+` WHERE NOT o.temporary`)
 	if err != nil {
 		return StateHash{}, fmt.Errorf("state hash tables: %w", err)
 	}
 	sort.Strings(tables)
 	for _, t := range tables {
 		row, err := conn.QueryRow(ctx, fmt.Sprintf(
-			"SELECT count(*)::BIGINT, coalesce(sum(hash(r)::HUGEINT), 0)::VARCHAR FROM %s r", t))
+			"SELECT count(*)::BIGINT, coalesce(sum(hash(r)::HUGEINT), 0)::VARCHAR FROM %s.%s r", sqlquote.Ident(conn.Catalog()), t))
 		if err != nil {
 			return StateHash{}, fmt.Errorf("state hash of %s: %w", t, err)
 		}

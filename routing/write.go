@@ -299,7 +299,7 @@ func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.E
 // fullRowQuery reorders the columns of query, which yields the listed
 // columns, into the table's column order.
 func fullRowQuery(ctx context.Context, conn *engine.Conn, schema []string, table string, columns []string, query string) (string, error) {
-	tableCols, err := conn.QueryStrings(ctx, "SELECT column_name FROM (DESCRIBE "+sqlquote.Path(append(schema[:len(schema):len(schema)], table))+")")
+	tableCols, err := conn.QueryStrings(ctx, "SELECT column_name FROM (DESCRIBE "+sqlquote.Path(append(append([]string{conn.Catalog()}, schema...), table))+")")
 	if err != nil {
 		return "", err
 	}

@@ -374,31 +374,43 @@ func (c *Conn) Append(ctx context.Context, schema, table string, chunk *wire.Dat
 	if schema == "" {
 		schema = "main"
 	}
+	return c.AppendPath(ctx, []string{schema}, table, chunk)
+}
+
+// AppendPath is Append to a table of the schema at path: one name, or a
+// nested schema's (DuckDB 2.0) outermost first, which only Q3 can name.
+func (c *Conn) AppendPath(ctx context.Context, path []string, table string, chunk *wire.DataChunk) error {
+	name := strings.Join(append(path[:len(path):len(path)], table), ".")
+	if len(path) == 0 || c.gen == wire.Q1 && len(path) > 1 {
+		return fmt.Errorf("append to %s: Q1 names a table by one schema and its name", name)
+	}
 	if err := c.begin(); err != nil {
 		return err
 	}
 	var err error
 	if c.gen == wire.Q1 {
 		_, _, err = c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgAppendRequest},
-			&wire.AppendRequest{Schema: schema, Table: table, Chunk: chunk})
+			&wire.AppendRequest{Schema: path[0], Table: table, Chunk: chunk})
 	} else {
-		err = c.sendData(ctx, schema, table, chunk)
+		err = c.sendData(ctx, sqlquote.Path(append(path[:len(path):len(path)], table)), chunk)
 	}
 	if err != nil {
-		return fmt.Errorf("append to %s.%s: %w", schema, table, err)
+		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	return nil
 }
 
-func (c *Conn) sendData(ctx context.Context, schema, table string, chunk *wire.DataChunk) error {
+// sendData inserts chunk into the table named (quoted) target, as DuckDB
+// 2.0 does.
+func (c *Conn) sendData(ctx context.Context, target string, chunk *wire.DataChunk) error {
 	uuid := wire.RandomUUID()
 	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
 	var proto []string
 	for i, col := range chunk.Columns {
 		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
 	}
-	sql := fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
-		sqlquote.Ident(schema), sqlquote.Ident(table), stream, strings.Join(proto, ", "))
+	sql := fmt.Sprintf("INSERT INTO %s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
+		target, stream, strings.Join(proto, ", "))
 	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest},
 		&wire.PrepareRequest{SQL: sql, QueryUUID: uuid, InlineRows: wire.Idx(0)}); err != nil {
 		return err

@@ -30,6 +30,9 @@ func (c *Conn) Append(schema, table string, chunk *wire.DataChunk) error {
 	return c.AppendPath([]string{schema}, table, chunk)
 }
 
+// Catalog is the catalog name of the connection's database (DB.Catalog).
+func (c *Conn) Catalog() string { return c.db.catalog }
+
 // AppendPath is Append to a table of the schema at path: one name, or the
 // names of a nested schema (DuckDB 2.0) outermost first. DuckDB's table
 // appender finds a table by one schema name only, so a nested schema's
@@ -114,7 +117,9 @@ func (c *Conn) append(q *query, path []string, table string, chunk *wire.DataChu
 	defer bindings.AppenderDestroy(&app)
 	var mismatch []string
 	if len(path) > 1 {
-		insert := "INSERT INTO " + sqlquote.Path(append(path[:len(path):len(path)], table)) + " SELECT * FROM appended_data"
+		// Qualified by the catalog, the only form DuckDB 2.0 binds for every
+		// nested schema (main.child.t fails as main.child's).
+		insert := "INSERT INTO " + sqlquote.Path(append(append([]string{c.db.catalog}, path...), table)) + " SELECT * FROM appended_data"
 		if bindings.AppenderCreateQuery(c.conn, insert, types, "appended_data", nil, &app) == bindings.StateError {
 			return appenderError(app)
 		}

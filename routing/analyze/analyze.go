@@ -26,8 +26,15 @@ import (
 var ErrUnbound = errors.New("analyze: DuckDB cannot bind the statement here")
 
 // ErrUnsupported reports a statement DuckDB runs that a cluster cannot
-// replicate yet.
-var ErrUnsupported = errors.New("duckraft: not supported in a cluster")
+// replicate yet. Clients see it as DuckDB's "Not implemented" exception.
+var ErrUnsupported error = unsupported{}
+
+type unsupported struct{}
+
+func (unsupported) Error() string { return "duckraft: not supported in a cluster" }
+
+// ExceptionType implements engine.ExceptionError.
+func (unsupported) ExceptionType() string { return "Not implemented" }
 
 // rowidIndex is the column index DuckDB's plan gives the rowid
 // pseudo-column (COLUMN_IDENTIFIER_ROW_ID, 2^64-1).
@@ -66,9 +73,12 @@ type Analysis struct {
 	// are stored in, which is not the same on every replica (see
 	// scanOrder), or is empty.
 	ScanOrder string
-	// NestedSchema is set for a CREATE SCHEMA of a schema inside another
-	// (DuckDB 2.0's CREATE SCHEMA s.child).
-	NestedSchema bool
+	// NestedMacro is set for a CREATE MACRO (or FUNCTION) in a schema
+	// nested in another (DuckDB 2.0's CREATE MACRO s.child.m).
+	NestedMacro bool
+	// NestedIn is the outermost schema of a CREATE SCHEMA that nests a
+	// schema in another (DuckDB 2.0's CREATE SCHEMA s.child), or empty.
+	NestedIn string
 }
 
 // Analyzer binds statements against a database's catalog, each on a
@@ -160,7 +170,10 @@ func fromPlan(text string) (Analysis, scanFacts, error) {
 	w.defaults = w.an.Operator == "LOGICAL_INSERT" || contains(top, "expression_class", "BOUND_DEFAULT")
 	w.walk(top)
 	w.an.ScanOrder = scanOrder(top)
-	w.an.NestedSchema = w.an.Operator == "LOGICAL_CREATE_SCHEMA" && nestedSchema(top)
+	w.an.NestedMacro = w.an.Operator == "LOGICAL_CREATE_MACRO" && inNestedSchema(top)
+	if w.an.Operator == "LOGICAL_CREATE_SCHEMA" {
+		w.an.NestedIn = nestedIn(top)
+	}
 	children, _ := top["children"].([]any)
 	w.an.Query = len(children) > 0
 	return w.an, scanFacts{rows: w.scans, rowid: w.rowidScan && !w.rowidColumn}, nil
@@ -292,14 +305,27 @@ func anyObject(v any, match func(map[string]any) bool) bool {
 	return false
 }
 
-// nestedSchema reports whether a LOGICAL_CREATE_SCHEMA creates a schema in
-// another: its qualified name is the catalog, the schema path and an empty
-// last part, so a top-level schema has three parts.
-func nestedSchema(top map[string]any) bool {
+// inNestedSchema reports whether a LOGICAL_CREATE_MACRO creates its macro in
+// a nested schema: its qualified name is the catalog, the schema path and
+// the macro's name, so a macro of a top-level schema has three parts.
+func inNestedSchema(top map[string]any) bool {
 	info, _ := top["info"].(map[string]any)
 	q, _ := info["qualified_name"].(map[string]any)
 	path, _ := q["path"].([]any)
 	return len(path) > 3
+}
+
+// nestedIn is the outermost schema a LOGICAL_CREATE_SCHEMA nests its schema
+// in: its qualified name is the catalog, the schema path and an empty last
+// part, so a top-level schema has three parts and nests in nothing.
+func nestedIn(top map[string]any) string {
+	info, _ := top["info"].(map[string]any)
+	q, _ := info["qualified_name"].(map[string]any)
+	path, _ := q["path"].([]any)
+	if len(path) <= 3 {
+		return ""
+	}
+	return str(path[1])
 }
 
 // planName is the lower-case name of the function a plan node calls or

@@ -5,10 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/duckraft/duckraft/wal"
 )
+
+// reservedTop reports whether a schema named name, outermost in a path of
+// nested schemas, makes the path ambiguous: main (DuckDB 2.0 binds
+// main.child.t as nothing) and the names of the catalogs every node has
+// (its own, system, temp), which a dotted name's first part may mean.
+func reservedTop(name, catalog string) bool {
+	for _, r := range []string{"main", "system", "temp", catalog} {
+		if strings.EqualFold(name, r) {
+			return true
+		}
+	}
+	return false
+}
 
 // Decide is the leader's determinism decision for one client statement:
 // the lexer's rules (wal.Deterministic, which also rewrites the clock),
@@ -29,9 +43,13 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		an = TextAnalysis(plan.SQL)
 	case err != nil:
 		return wal.Plan{}, err
-	case an.NestedSchema:
-		return wal.Plan{}, fmt.Errorf("%w: nested schemas (CREATE SCHEMA parent.child): a snapshot cannot restore them yet; "+
-			"create a schema at the top level", ErrUnsupported)
+	case an.NestedIn != "" && reservedTop(an.NestedIn, a.db.Catalog()):
+		return wal.Plan{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
+			"a catalog's name, so a snapshot could not name what it holds; nest it in a schema of another name", ErrUnsupported, an.NestedIn)
+	case an.NestedMacro:
+		return wal.Plan{}, fmt.Errorf("%w: a macro in a nested schema (CREATE MACRO parent.child.m): DuckDB's catalog does not "+
+			"say which of two schemas of one name holds a macro, so a snapshot could not restore it; create it in a top-level schema",
+			ErrUnsupported)
 	}
 	v, err := an.Check(volatile)
 	if err != nil {
