@@ -12,6 +12,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -240,7 +241,7 @@ func (nd *inmemNode) session(t *testing.T) *node.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := node.NewSession("client-"+nd.id, conn)
+	s := node.NewSession("client-"+nd.id, conn, tokens.Admin)
 	t.Cleanup(func() {
 		nd.exec.EndSession(s)
 		conn.Close()
@@ -374,7 +375,7 @@ func (r inmemRemote) Connect(_ context.Context, addr string) (RemoteSession, err
 	}
 	nd.connects.Add(1)
 	nd.open.Add(1)
-	return &inmemSession{nd: nd, s: node.NewSession("remote", conn), conn: conn, epoch: nd.epoch.Load()}, nil
+	return &inmemSession{nd: nd, s: node.NewSession("remote", conn, tokens.Admin), conn: conn, epoch: nd.epoch.Load()}, nil
 }
 
 // Write forwards cmd to the node at addr, through the wal codecs both ways.
