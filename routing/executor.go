@@ -20,6 +20,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/balance"
@@ -176,6 +177,9 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 	if err != nil {
 		return nil, err
 	}
+	if err := requireRole(s, stmts); err != nil {
+		return nil, err
+	}
 	if err := refuseNodeStatements(stmts); err != nil {
 		return nil, err
 	}
@@ -281,6 +285,9 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 
 // Append implements node.Executor.
 func (e *Executor) Append(ctx context.Context, s *node.Session, schema, table string, chunk *wire.DataChunk) error {
+	if err := s.Require(tokens.Write, "APPEND to "+schema+"."+table); err != nil {
+		return err
+	}
 	enc, err := wire.AppendDataChunk(nil, chunk, wire.Q3)
 	if err != nil {
 		return fmt.Errorf("append to %s.%s: %w", schema, table, err)

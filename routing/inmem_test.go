@@ -234,14 +234,21 @@ func (nd *inmemNode) release() {
 // restart forgets every session on the node, as a restarted process does.
 func (nd *inmemNode) restart() { nd.epoch.Add(1) }
 
-// session opens a client session on the node's Executor.
+// session opens a client session of an admin token on the node's Executor.
 func (nd *inmemNode) session(t *testing.T) *node.Session {
+	t.Helper()
+	return nd.sessionAs(t, tokens.Admin)
+}
+
+// sessionAs opens a client session of a token of role on the node's
+// Executor.
+func (nd *inmemNode) sessionAs(t *testing.T, role tokens.Role) *node.Session {
 	t.Helper()
 	conn, err := nd.db.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := node.NewSession("client-"+nd.id, conn, tokens.Admin)
+	s := node.NewSession("client-"+nd.id, conn, role)
 	t.Cleanup(func() {
 		nd.exec.EndSession(s)
 		conn.Close()
