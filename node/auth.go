@@ -79,7 +79,7 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("Permission Error: %s needs a %s token; this session's token is a %s token", e.What, e.Need, e.Have)
+	return fmt.Sprintf("Permission Error: %s needs the %s role; this session's token has the %s role", e.What, e.Need, e.Have)
 }
 
 // Is makes errors.Is(err, ErrPermission) hold.

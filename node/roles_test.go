@@ -53,7 +53,7 @@ func count(t *testing.T, c *client.Conn, table string) int64 {
 func wantPermissionError(t *testing.T, err error, what string) {
 	t.Helper()
 	var se *client.ServerError
-	if !errors.As(err, &se) || se.Code != wire.CodeForbidden || !strings.Contains(se.Message, "needs a write token") {
+	if !errors.As(err, &se) || se.Code != wire.CodeForbidden || !strings.Contains(se.Message, "needs the write role") {
 		t.Fatalf("%s: got %v (%#v), want a Permission Error with code %s", what, err, se, wire.CodeForbidden)
 	}
 }
@@ -168,7 +168,7 @@ func TestDemotedDuringInsertStream(t *testing.T) {
 	}
 	keys.Replace((&tokens.Set{}).Add(writeToken, tokens.Read).Add(adminToken, tokens.Admin))
 	status, msg := q3(&wire.SendDataRequest{StreamID: "st1", TotalBatches: wire.Idx(1)})
-	wantError(t, status, msg, "needs a write token")
+	wantError(t, status, msg, "needs the write role")
 	if got := count(t, admin, "s"); got != 0 {
 		t.Fatalf("a demoted token's stream inserted %d rows", got)
 	}
@@ -199,7 +199,7 @@ func TestLocalExecutorAdmitsNoReadToken(t *testing.T) {
 
 func wantPermissionErrorText(t *testing.T, err error) {
 	t.Helper()
-	if !strings.Contains(err.Error(), "needs a write token") {
+	if !strings.Contains(err.Error(), "needs the write role") {
 		t.Fatalf("got %v, want a Permission Error", err)
 	}
 }

@@ -201,6 +201,11 @@ func Load(path string) (*Set, error) {
 	return s, nil
 }
 
+// Roles gives the role of a token; *Set and *Keyring are Roles.
+type Roles interface {
+	Role(token string) (Role, bool)
+}
+
 // Keyring is the Set in force, replaced whole by a reload: a lookup sees
 // the old Set or the new one, never a mix. The zero Keyring holds no
 // token.

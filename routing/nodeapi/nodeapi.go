@@ -23,8 +23,9 @@ import (
 )
 
 // Paths served by every data node (a router serves StatusPath only).
-// StatusPath and HashPath accept the client token or the node credential;
-// TransferPath and WritePath only the node credential (see Credentials).
+// StatusPath and HashPath accept every client token and the node
+// credential; TransferPath an admin token or the node credential; WritePath
+// only the node credential (see Credentials and Require).
 const (
 	// StatusPath (GET) answers the node's Status as JSON.
 	StatusPath = "/duckraft/v1/status"
@@ -106,8 +107,11 @@ const (
 	// CodeNoSuchVoter: a leadership transfer named no voter.
 	CodeNoSuchVoter Code = "no_such_voter"
 	// CodeUnauthorized: the request lacks the credential its path needs
-	// (the client token or the node credential).
-	CodeUnauthorized Code = "unauthorized"
+	// (a client token or the node credential).
+	CodeUnauthorized Code = wire.CodeUnauthorized
+	// CodeForbidden: the request's token holds a role that does not allow
+	// it (a write token's leadership transfer, a read token's write).
+	CodeForbidden Code = wire.CodeForbidden
 	// CodeBadRequest: the request is malformed.
 	CodeBadRequest Code = "bad_request"
 	// CodeFailed: the request's own error (a statement's), which any node
