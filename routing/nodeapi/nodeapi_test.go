@@ -217,16 +217,18 @@ func TestRequireStatus(t *testing.T) {
 		t.Error("the handler ran for a refused request")
 	})
 	for _, tc := range []struct {
-		bearer string
+		auth   string
 		status int
 		code   Code
 	}{
-		{secret, http.StatusForbidden, CodeForbidden},
-		{"other", http.StatusUnauthorized, CodeUnauthorized},
+		{"Bearer " + secret, http.StatusForbidden, CodeForbidden},
+		{"Bearer other", http.StatusUnauthorized, CodeUnauthorized},
+		{secret, http.StatusUnauthorized, CodeUnauthorized},
+		{"Basic " + secret, http.StatusUnauthorized, CodeUnauthorized},
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/x", nil)
-		req.Header.Set("Authorization", "Bearer "+tc.bearer)
+		req.Header.Set("Authorization", tc.auth)
 		h.ServeHTTP(rec, req)
 		body := rec.Body.String()
 		if rec.Code != tc.status || rec.Header().Get(ErrorHeader) != string(tc.code) || strings.Contains(body, secret) {

@@ -32,8 +32,8 @@ type Credentials struct {
 // node credential, a client token's own role, ok false for anything else.
 // The node credential and the tokens are all compared, in constant time.
 func (c Credentials) Role(r *http.Request) (role tokens.Role, ok bool) {
-	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if c.Tokens != nil {
+	bearer, scheme := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if c.Tokens != nil && scheme {
 		role, ok = c.Tokens.Role(bearer)
 	}
 	if Authorized(r, c.Node) {
