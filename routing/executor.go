@@ -67,8 +67,9 @@ type Config struct {
 	// DB is this node's database, used to evaluate volatile expressions on
 	// the leader before they are replicated as data.
 	DB *engine.DB
-	// Token is the client token, which authenticates this node's sessions
-	// on other nodes (reads routed there).
+	// Token authenticates this node's sessions on other nodes (reads
+	// routed there) as an admin: the admin token, or the node credential.
+	// Their statements were held to the client's role here.
 	Token string
 	// NodeCredential is the cluster's node credential
 	// (clusterkey.NodeAPI): the one this node's write endpoint accepts,

@@ -1,5 +1,5 @@
 // Package nodeapi is the typed HTTP API that duckraft nodes serve beside
-// Quack, on the same port and behind the same token: to each other
+// Quack, on the same port and behind the same tokens: to each other
 // (forwarded writes, and the codes and headers of routed reads) and to
 // operators (status, state hash, leadership transfer). Both sides of every
 // exchange live here, so the CLI, the benchmarks and testcluster use the
