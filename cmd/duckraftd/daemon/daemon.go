@@ -194,11 +194,11 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, nodeCred: clusterkey.NodeAPI(key),
 		done: make(chan struct{})}
-	keys, err := d.loadTokens()
+	keys, clients, err := d.loadTokens()
 	if err != nil {
 		return nil, err
 	}
-	if keys.Len() == 1 { // the node credential alone
+	if clients == 0 {
 		return nil, fmt.Errorf("tokens file %s holds no token, and no token is given: no client could connect", cfg.TokensFile)
 	}
 	d.keys = tokens.NewKeyring(keys)
@@ -242,13 +242,12 @@ func loadToken(token, dir string) (string, error) {
 
 // loadTokens reads the tokens file, if there is one, and returns the set
 // of tokens a node accepts with it: the file's, Token as admin and the
-// node credential as admin.
-func (d *Daemon) loadTokens() (*tokens.Set, error) {
-	set := &tokens.Set{}
+// node credential as admin; clients counts those but the node credential.
+func (d *Daemon) loadTokens() (set *tokens.Set, clients int, err error) {
+	set = &tokens.Set{}
 	if path := d.cfg.TokensFile; path != "" {
-		var err error
 		if set, err = tokens.Load(path); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			d.log.Warn("the tokens file is readable by others than its owner", "path", path, "mode", fi.Mode().Perm().String())
@@ -259,7 +258,7 @@ func (d *Daemon) loadTokens() (*tokens.Set, error) {
 	if d.token != "" {
 		set = set.Add(d.token, tokens.Admin)
 	}
-	return set.Add(d.nodeCred, tokens.Admin), nil
+	return set.Add(d.nodeCred, tokens.Admin), set.Len(), nil
 }
 
 // ReloadTokens reads the tokens file again (duckraftd does on SIGHUP) and
@@ -272,12 +271,12 @@ func (d *Daemon) ReloadTokens() error {
 		d.log.Info("tokens not reloaded: no tokens file")
 		return nil
 	}
-	set, err := d.loadTokens()
+	set, clients, err := d.loadTokens()
 	if err != nil {
 		d.log.Error("tokens not reloaded; the previous tokens stay in force", "err", err)
 		return err
 	}
-	if set.Len() == 1 { // the node credential alone
+	if clients == 0 {
 		d.log.Warn("the tokens file holds no token, and no token is given: no client can connect", "path", d.cfg.TokensFile)
 	}
 	d.keys.Replace(set)
