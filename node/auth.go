@@ -11,6 +11,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -21,9 +22,13 @@ var (
 	ErrAuthorization  = errors.New("Authorization failed")
 )
 
-// An Authenticator decides whether a CONNECTION_REQUEST may open a session.
+// An Authenticator decides whether a CONNECTION_REQUEST may open a session,
+// and with which role. The server asks again, with the same authString, on
+// every later request of the session: a token removed since (a tokens file
+// reloaded) ends the session at its next request, and a changed role
+// applies from that request on.
 type Authenticator interface {
-	Authenticate(ctx context.Context, sessionID, authString string) error
+	Authenticate(ctx context.Context, sessionID, authString string) (tokens.Role, error)
 }
 
 // An Authorizer decides whether a session may run a statement. It may return
@@ -32,13 +37,62 @@ type Authorizer interface {
 	Authorize(ctx context.Context, sessionID, sql string) (rewrite string, err error)
 }
 
-// TokenAuth accepts exactly one token, compared in constant time.
+// TokenAuth accepts exactly one token, compared in constant time, as
+// tokens.Admin.
 type TokenAuth struct{ Token string }
 
 // Authenticate implements Authenticator.
-func (a TokenAuth) Authenticate(_ context.Context, _ string, authString string) error {
+func (a TokenAuth) Authenticate(_ context.Context, _ string, authString string) (tokens.Role, error) {
 	if subtle.ConstantTimeCompare([]byte(a.Token), []byte(authString)) != 1 {
-		return ErrAuthentication
+		return 0, ErrAuthentication
+	}
+	return tokens.Admin, nil
+}
+
+// KeyringAuth accepts the tokens of the Keyring's Set in force, each with
+// its role.
+type KeyringAuth struct{ Keyring *tokens.Keyring }
+
+// Authenticate implements Authenticator.
+func (a KeyringAuth) Authenticate(_ context.Context, _ string, authString string) (tokens.Role, error) {
+	role, ok := a.Keyring.Role(authString)
+	if !ok {
+		return 0, ErrAuthentication
+	}
+	return role, nil
+}
+
+// ErrPermission marks a request that the session's role does not allow
+// (PermissionError); callers test for it with errors.Is.
+var ErrPermission = errors.New("Permission Error: the session's token does not allow this")
+
+// PermissionError refuses what a session's role does not allow. Its text
+// is in DuckDB's "Permission Error: …" form, so a DuckDB client raises a
+// PermissionException, and its code (wire.CodeForbidden) goes in the
+// answer's header.
+type PermissionError struct {
+	// What names the refused request: a statement's text, "APPEND to
+	// s.t", …
+	What string
+	Have tokens.Role
+	Need tokens.Role
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("Permission Error: %s needs the %s role; this session's token has the %s role", e.What, e.Need, e.Have)
+}
+
+// Is makes errors.Is(err, ErrPermission) hold.
+func (e *PermissionError) Is(target error) bool { return target == ErrPermission }
+
+// ErrorCode implements CodedError.
+func (e *PermissionError) ErrorCode() string { return wire.CodeForbidden }
+
+// Require returns a PermissionError for what unless the session's role
+// allows need.
+func (s *Session) Require(need tokens.Role, what string) error {
+	if have := s.Role(); !have.Allows(need) {
+		return &PermissionError{What: what, Have: have, Need: need}
 	}
 	return nil
 }

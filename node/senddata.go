@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -69,6 +71,14 @@ func (s *Server) sendData(ctx context.Context, sess *Session, req *wire.SendData
 	sess.mu.Unlock()
 	if st == nil {
 		return errorResponse(fmt.Sprintf("No active data stream '%s'", req.StreamID))
+	}
+	// The role is checked again: the token may have lost it since the
+	// stream opened.
+	if err := sess.Require(tokens.Write, "INSERT INTO "+sqlquote.Path(append(st.schema[:len(st.schema):len(st.schema)], st.table))); err != nil {
+		sess.mu.Lock()
+		delete(sess.streams, req.StreamID)
+		sess.mu.Unlock()
+		return failure(err)
 	}
 	ok := response{gen: sess.gen, header: wire.Header{Type: wire.MsgSendDataResponse}, body: &wire.SendDataResponse{}}
 	if !req.TotalBatches.Valid {

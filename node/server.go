@@ -20,6 +20,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -45,6 +46,11 @@ const (
 
 // An Executor runs statements and appends for a session. The default runs
 // them on the session's own connection; a cluster sends writes through Raft.
+// The server refuses appends and insert streams of a session whose role
+// (Session.Role) does not allow writing; statements it cannot classify, so
+// an Executor that serves such sessions refuses their writes itself (a
+// PermissionError). LocalExecutor classifies nothing: a server running it
+// admits write and admin tokens only.
 type Executor interface {
 	Query(ctx context.Context, s *Session, sql string) (Rows, error)
 	// Append appends chunk to table in the schema at path schema: one
@@ -516,6 +522,16 @@ func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) r
 		s.removeSession(sess)
 		return codedResponse("Connection heartbeat lease expired", wire.CodeSessionExpired)
 	}
+	// The token is checked again on every request, so one removed from
+	// the node's tokens file ends its sessions at their next request, and
+	// a changed role applies at once.
+	role, err := s.cfg.Authenticator.Authenticate(ctx, sess.id, sess.auth)
+	if err != nil {
+		s.removeSession(sess)
+		s.log.Info("session ended: its token is no longer accepted", "session", sess.id)
+		return codedResponse(ErrAuthentication.Error(), wire.CodeUnauthorized)
+	}
+	sess.setRole(role)
 	sess.touch(now)
 	msg, err := wire.DecodeBody(sess.gen, h.Type, body, s.lim)
 	if err != nil {
@@ -619,16 +635,22 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		return errorResponse("Unsupported Quack version - server only supports versions 1 and 3 of quack")
 	}
 	id := newSessionID()
-	if err := s.cfg.Authenticator.Authenticate(ctx, id, req.AuthString); err != nil {
+	role, err := s.cfg.Authenticator.Authenticate(ctx, id, req.AuthString)
+	if err != nil {
 		s.log.Info("authentication failed", "client_version", req.ClientDuckDBVersion, "client_platform", req.ClientPlatform)
 		return errorResponse(ErrAuthentication.Error())
+	}
+	if _, local := s.cfg.Executor.(LocalExecutor); local && !role.Allows(tokens.Write) {
+		// LocalExecutor runs every text as it comes: nothing tells its
+		// reads from its writes, so it cannot hold a token to reading.
+		return failure(&PermissionError{What: "a session on a server without a statement classifier", Have: role, Need: tokens.Write})
 	}
 	conn, err := s.cfg.DB.Connect()
 	if err != nil {
 		return errorResponse(fmt.Sprintf("open session: %v", err))
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	sess := &Session{id: id, gen: gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now()}
+	sess := &Session{id: id, gen: gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now(), auth: req.AuthString, role: role}
 	resp := &wire.ConnectionResponse{
 		ServerDuckDBVersion: s.cfg.DB.Version(),
 		ServerPlatform:      s.cfg.DB.Platform(),
@@ -666,7 +688,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		s.perClient[sess.client]++
 	}
 	s.mu.Unlock()
-	s.log.Debug("session opened", "session", id, "generation", gen, "client_version", req.ClientDuckDBVersion)
+	s.log.Debug("session opened", "session", id, "generation", gen, "role", role, "client_version", req.ClientDuckDBVersion)
 	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}
 }
 
@@ -687,6 +709,9 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	}
 	if sess.gen == wire.Q3 {
 		if m := sendDataInsert.FindStringSubmatch(sql); m != nil {
+			if err := sess.Require(tokens.Write, "INSERT INTO "+m[1]); err != nil {
+				return failure(err)
+			}
 			return s.openDataStream(sess, req, m)
 		}
 	}
@@ -819,6 +844,9 @@ func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequ
 	synth := fmt.Sprintf("INSERT INTO %s.%s VALUES (NULL)", sqlquote.Ident(req.Schema), sqlquote.Ident(req.Table))
 	if _, err := s.cfg.Authorizer.Authorize(ctx, sess.id, synth); err != nil {
 		return errorResponse(ErrAuthorization.Error())
+	}
+	if err := sess.Require(tokens.Write, "APPEND to "+req.Schema+"."+req.Table); err != nil {
+		return failure(err)
 	}
 	if req.Chunk == nil || req.Chunk.Rows == 0 {
 		return success(sess.gen)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -20,6 +21,10 @@ type Session struct {
 	// whether it counts toward that address's session cap.
 	client string
 	capped bool
+	// auth is the credential the session opened with, which the server
+	// checks again on every request (Authenticator); role is what it
+	// allowed at the last check.
+	auth string
 
 	// ctx lives as long as the session; statements run under it because
 	// their results outlive the request that started them.
@@ -30,6 +35,7 @@ type Session struct {
 	exec sync.Mutex
 
 	mu       sync.Mutex
+	role     tokens.Role
 	result   *result
 	lastUsed time.Time
 	lease    time.Duration
@@ -38,12 +44,25 @@ type Session struct {
 	streams map[string]*dataStream
 }
 
-// NewSession returns a Q1 session on conn that no server holds, for running
-// an Executor in process: routing's tests connect Executors through an
-// in-memory network this way. The caller closes conn when done.
-func NewSession(id string, conn *engine.Conn) *Session {
+// NewSession returns a Q1 session of role on conn that no server holds, for
+// running an Executor in process: routing's tests connect Executors
+// through an in-memory network this way. The caller closes conn when done.
+func NewSession(id string, conn *engine.Conn, role tokens.Role) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Session{id: id, gen: wire.Q1, conn: conn, ctx: ctx, cancel: cancel, lastUsed: time.Now(), lease: DefaultIdleTimeout}
+	return &Session{id: id, gen: wire.Q1, conn: conn, ctx: ctx, cancel: cancel, lastUsed: time.Now(), lease: DefaultIdleTimeout, role: role}
+}
+
+// Role returns what the session's token allows, as of its latest request.
+func (s *Session) Role() tokens.Role {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.role
+}
+
+func (s *Session) setRole(r tokens.Role) {
+	s.mu.Lock()
+	s.role = r
+	s.mu.Unlock()
 }
 
 // ID returns the session id the client puts in every message header.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/balance"
@@ -67,8 +68,9 @@ type Config struct {
 	// DB is this node's database, used to evaluate volatile expressions on
 	// the leader before they are replicated as data.
 	DB *engine.DB
-	// Token is the client token, which authenticates this node's sessions
-	// on other nodes (reads routed there).
+	// Token authenticates this node's sessions on other nodes (reads
+	// routed there) as an admin: the admin token, or the node credential.
+	// Their statements were held to the client's role here.
 	Token string
 	// NodeCredential is the cluster's node credential
 	// (clusterkey.NodeAPI): the one this node's write endpoint accepts,
@@ -188,6 +190,9 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 	if err != nil {
 		return nil, err
 	}
+	if err := requireRole(s, stmts); err != nil {
+		return nil, err
+	}
 	if err := refuseNodeStatements(stmts); err != nil {
 		return nil, err
 	}
@@ -293,6 +298,9 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 
 // Append implements node.Executor.
 func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string, table string, chunk *wire.DataChunk) error {
+	if err := s.Require(tokens.Write, "APPEND to "+strings.Join(append(schema[:len(schema):len(schema)], table), ".")); err != nil {
+		return err
+	}
 	a, err := appendEntry(schema, table, chunk)
 	if err != nil {
 		return err

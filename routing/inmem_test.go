@@ -12,6 +12,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -233,14 +234,21 @@ func (nd *inmemNode) release() {
 // restart forgets every session on the node, as a restarted process does.
 func (nd *inmemNode) restart() { nd.epoch.Add(1) }
 
-// session opens a client session on the node's Executor.
+// session opens a client session of an admin token on the node's Executor.
 func (nd *inmemNode) session(t *testing.T) *node.Session {
+	t.Helper()
+	return nd.sessionAs(t, tokens.Admin)
+}
+
+// sessionAs opens a client session of a token of role on the node's
+// Executor.
+func (nd *inmemNode) sessionAs(t *testing.T, role tokens.Role) *node.Session {
 	t.Helper()
 	conn, err := nd.db.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := node.NewSession("client-"+nd.id, conn)
+	s := node.NewSession("client-"+nd.id, conn, role)
 	t.Cleanup(func() {
 		nd.exec.EndSession(s)
 		conn.Close()
@@ -374,7 +382,7 @@ func (r inmemRemote) Connect(_ context.Context, addr string) (RemoteSession, err
 	}
 	nd.connects.Add(1)
 	nd.open.Add(1)
-	return &inmemSession{nd: nd, s: node.NewSession("remote", conn), conn: conn, epoch: nd.epoch.Load()}, nil
+	return &inmemSession{nd: nd, s: node.NewSession("remote", conn, tokens.Admin), conn: conn, epoch: nd.epoch.Load()}, nil
 }
 
 // Write forwards cmd to the node at addr, through the wal codecs both ways.

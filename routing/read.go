@@ -35,6 +35,11 @@ func (e *Executor) serveRouted(ctx context.Context, s *node.Session, r nodeapi.R
 	if len(stmts) != 1 || stmts[0].Class != classify.Read {
 		return nil, nodeapi.Errorf(nodeapi.CodeBadRequest, "duckraft: a routed statement must be a single read")
 	}
+	// Members route reads in sessions of the node credential; a client
+	// that sends the header itself is held to its own role.
+	if err := requireRole(s, stmts); err != nil {
+		return nil, err
+	}
 	switch {
 	case r.Strong:
 		return e.strongLocal(ctx, s, sql)

@@ -39,7 +39,7 @@ type RemoteSession interface {
 }
 
 // QuackRemote reaches other nodes over Quack (Q1, with parallel FETCH) and
-// their nodeapi write endpoint: sessions with the client token, writes
+// their nodeapi write endpoint: sessions with an admin token, writes
 // with the node credential.
 type QuackRemote struct {
 	token string

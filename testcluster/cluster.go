@@ -384,6 +384,15 @@ func (n *Node) signal(op string, sig syscall.Signal) {
 	}
 }
 
+// ReloadTokens has the node read its tokens file (duckraftd --tokens)
+// again: SIGHUP to a process, which reloads in its own time, so a test
+// polls for the effect.
+func (n *Node) ReloadTokens() {
+	if r := n.current(); r != nil {
+		r.reloadTokens()
+	}
+}
+
 // Restart starts a stopped or killed node again with its data directory.
 func (n *Node) Restart(t testing.TB) {
 	t.Helper()

@@ -71,6 +71,10 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 	}
 }
 
+// ReloadTokens has the router read its tokens file again, as
+// Node.ReloadTokens.
+func (r *Router) ReloadTokens() { r.run.reloadTokens() }
+
 // Client connects to the router with the cluster token.
 func (r *Router) Client(t testing.TB) *client.Conn {
 	t.Helper()

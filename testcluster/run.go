@@ -24,6 +24,10 @@ type runner interface {
 	// has ended, and do nothing after it has.
 	kill()
 	stop()
+	// reloadTokens has the run read its tokens file again: SIGHUP to a
+	// process, which handles it in its own time; Daemon.ReloadTokens
+	// in-process.
+	reloadTokens()
 }
 
 // process is a duckraftd process.
@@ -94,8 +98,9 @@ func (p *process) signal(sig syscall.Signal) {
 	}
 }
 
-func (p *process) kill() { p.signal(syscall.SIGKILL) }
-func (p *process) stop() { p.signal(syscall.SIGTERM) }
+func (p *process) kill()         { p.signal(syscall.SIGKILL) }
+func (p *process) stop()         { p.signal(syscall.SIGTERM) }
+func (p *process) reloadTokens() { p.signal(syscall.SIGHUP) }
 
 // inProcess is a daemon running inside the test process: real Raft, files
 // and sockets, without a process boundary.
@@ -124,8 +129,9 @@ func (r *inProcess) running() bool {
 
 // kill crashes the daemon (daemon.Daemon.Crash): no gossip leave and no
 // DuckDB checkpoint, unlike stop.
-func (r *inProcess) kill() { r.d.Crash() }
-func (r *inProcess) stop() { r.d.Close() }
+func (r *inProcess) kill()         { r.d.Crash() }
+func (r *inProcess) stop()         { r.d.Close() }
+func (r *inProcess) reloadTokens() { r.d.ReloadTokens() }
 
 // logBuffer collects what a node logs: a process's output, or the log
 // records of an in-process daemon's goroutines, while the test reads it.

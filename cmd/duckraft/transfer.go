@@ -19,21 +19,20 @@ func runTransferLeader(args []string, stdout, stderr io.Writer) int {
 	var to, key string
 	c, code := parseAPIFlags("transfer-leader", args, 0, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&to, "to", "", "ID of the voter to lead next (default: the most up-to-date voter)")
-		fs.StringVar(&key, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the cluster key, hex (env DUCKRAFT_CLUSTER_KEY; default: derived from --token, as duckraftd does)")
+		fs.StringVar(&key, "cluster-key", os.Getenv("DUCKRAFT_CLUSTER_KEY"), "the cluster key, hex (env DUCKRAFT_CLUSTER_KEY), to ask as a member; without it --token must be an admin token")
 	})
 	if c == nil {
 		return code
 	}
 	api, addr := c.api, c.addr
-	ck := clusterkey.FromToken(api.Token)
 	if key != "" {
-		var err error
-		if ck, err = clusterkey.Parse(key); err != nil {
+		ck, err := clusterkey.Parse(key)
+		if err != nil {
 			fmt.Fprintln(stderr, "duckraft transfer-leader: --cluster-key:", err)
 			return 2
 		}
+		api.Node = clusterkey.NodeAPI(ck)
 	}
-	api.Node = clusterkey.NodeAPI(ck)
 	res, err := transferLeader(api, addr, to)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft transfer-leader:", err)

@@ -7,14 +7,16 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
 // startDebug serves Go's profiler on addr (--debug-addr), apart from the
 // Quack port so that it is never exposed with it. Like every other port it
-// answers only requests that carry the token, as "Authorization: Bearer T":
-// a profile shows the statements being run and a trace can load the node.
-func startDebug(addr, token string, log *slog.Logger) error {
+// answers only requests that carry a credential, as "Authorization: Bearer
+// T", here an admin token or the node credential: a profile shows the
+// statements being run and a trace can load the node.
+func startDebug(addr string, creds nodeapi.Credentials, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -30,20 +32,20 @@ func startDebug(addr, token string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	log.Info("serving pprof", "addr", l.Addr().String())
 	go func() {
-		if err := http.Serve(l, requireBearer(token, mux)); err != nil {
+		if err := http.Serve(l, requireAdmin(creds, mux)); err != nil {
 			log.Warn("debug listener stopped", "err", err)
 		}
 	}()
 	return nil
 }
 
-// requireBearer admits only requests that carry token as a bearer token,
-// checked as the node API checks its callers.
-func requireBearer(token string, h http.Handler) http.Handler {
+// requireAdmin admits only requests whose bearer credential holds the
+// admin role, checked as the node API checks its callers.
+func requireAdmin(creds nodeapi.Credentials, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !nodeapi.Authorized(r, token) {
+		if role, ok := creds.Role(r); !ok || !role.Allows(tokens.Admin) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "authentication required: Authorization: Bearer <token>", http.StatusUnauthorized)
+			http.Error(w, "authentication required: Authorization: Bearer <admin token>", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -90,7 +90,8 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
 	fs.DurationVar(&c.GroupCommitWait, "group-commit-wait", 5*time.Millisecond, "longest the leader holds concurrent writes to share one log entry (0: never)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
-	fs.StringVar(&c.Token, "token", "", "authentication token; generated and kept in the data directory when empty")
+	fs.StringVar(&c.Token, "token", "", "admin token; generated and kept in the data directory when empty and no --tokens file is given")
+	fs.StringVar(&c.TokensFile, "tokens", "", "file of client tokens with roles, one 'ROLE TOKEN' per line, roles read, write and admin; re-read on SIGHUP. Without --token it needs --cluster-key")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key file")
 	fs.StringVar(&c.Authorizer, "authorizer", "", "name of a SQL macro fn(session_id, sql) that authorizes each statement")
@@ -111,7 +112,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.IntVar(&c.BackupKeep, "backup-keep", daemon.DefaultBackupKeep, "scheduled backups kept in --backup-dir; older ones are deleted")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
-	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <token>)")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <admin token>)")
 	err := ff.Parse(fs, args,
 		ff.WithEnvVarPrefix(envPrefix),
 		ff.WithConfigFileFlag("config"),
@@ -247,12 +248,18 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := startDebug(c.debugAddr, d.Token(), log); err != nil {
+	if err := startDebug(c.debugAddr, d.Credentials(), log); err != nil {
 		d.Close()
 		return err
 	}
 	addr, token := d.QuackAddr(), d.Token()
-	fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.ID, addr, token)
+	if token == "" {
+		// Only the tokens file's tokens: none is printed.
+		token = "<a token of " + c.TokensFile + ">"
+		fmt.Printf("duckraftd %s: Quack on quack:%s  tokens from %s\n", c.ID, addr, c.TokensFile)
+	} else {
+		fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.ID, addr, token)
+	}
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", addr, token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, addr)
 	if h := d.HTTPAddr(); h != "" {
@@ -265,30 +272,39 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-		// Shutdown waits for statements in flight and for Raft. A stop
-		// must not hang on them: past the deadline the process exits, which
-		// is as safe as a crash, since every acknowledged write is already
-		// on disk on a quorum.
-		time.AfterFunc(shutdownTimeout, func() {
-			log.Error("shutdown timed out; exiting", "timeout", shutdownTimeout)
-			os.Exit(1)
-		})
-		if err := d.Close(); err != nil {
-			log.Warn("shutdown", "err", err)
-		}
-		return nil
-	case <-d.Done():
-		d.Close()
-		if errors.Is(d.Err(), daemon.ErrRemoved) {
-			// A clean exit: a service manager that restarts failed
-			// nodes must not start this one again to rejoin.
-			log.Info("stopped: removed from the cluster")
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			// ReloadTokens logs what it did, and keeps the tokens in
+			// force when the file does not load.
+			d.ReloadTokens()
+		case <-ctx.Done():
+			log.Info("shutting down")
+			// Shutdown waits for statements in flight and for Raft. A stop
+			// must not hang on them: past the deadline the process exits, which
+			// is as safe as a crash, since every acknowledged write is already
+			// on disk on a quorum.
+			time.AfterFunc(shutdownTimeout, func() {
+				log.Error("shutdown timed out; exiting", "timeout", shutdownTimeout)
+				os.Exit(1)
+			})
+			if err := d.Close(); err != nil {
+				log.Warn("shutdown", "err", err)
+			}
 			return nil
+		case <-d.Done():
+			d.Close()
+			if errors.Is(d.Err(), daemon.ErrRemoved) {
+				// A clean exit: a service manager that restarts failed
+				// nodes must not start this one again to rejoin.
+				log.Info("stopped: removed from the cluster")
+				return nil
+			}
+			return d.Err()
 		}
-		return d.Err()
 	}
 }
 

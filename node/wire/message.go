@@ -26,6 +26,12 @@ const (
 	CodeSessionExpired = "session_expired"
 	// CodeTooManySessions: the node holds as many sessions as it allows.
 	CodeTooManySessions = "too_many_sessions"
+	// CodeUnauthorized: the session's token is no longer accepted (it
+	// was removed from the node's tokens file); the session has ended.
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden: the session's token holds a role that does not
+	// allow the request (a read token's write); the session stays open.
+	CodeForbidden = "forbidden"
 )
 
 // MessageType is field 1 of the message header (§8.2). A few values mean

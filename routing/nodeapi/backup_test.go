@@ -13,13 +13,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/node/tokens"
 )
 
 // TestBackup serves BackupPath with a backup function that writes a known
 // body, and checks what the client gets: the body and the hash, or a
 // refusal with its code, or an error for an answer cut short.
 func TestBackup(t *testing.T) {
-	creds := Credentials{Client: "client-token", Node: "node-cred"}
+	creds := Credentials{Tokens: (&tokens.Set{}).Add("client-token", tokens.Admin), Node: "node-cred"}
 	body := bytes.Repeat([]byte("duckdb"), 1<<18)
 	want := StateHash{Index: 42, Hash: "abc123", Rows: 7}
 	for _, tc := range []struct {
@@ -106,7 +108,7 @@ func TestBackupStalledClient(t *testing.T) {
 	defer func(d time.Duration) { backupStall = d }(backupStall)
 	backupStall = 300 * time.Millisecond
 	ended := make(chan error, 1)
-	srv := httptest.NewServer(BackupHandler(Credentials{Client: "tok"}, func(_ context.Context, send BackupSend) error {
+	srv := httptest.NewServer(BackupHandler(Credentials{Tokens: (&tokens.Set{}).Add("tok", tokens.Admin)}, func(_ context.Context, send BackupSend) error {
 		const size = 256 << 20
 		err := send(StateHash{Index: 1, Hash: "h"}, io.LimitReader(zeros{}, size), size)
 		ended <- err

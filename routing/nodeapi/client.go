@@ -24,7 +24,8 @@ var ErrUnreachable = errors.New("nodeapi: node unreachable")
 
 // Client calls the API of nodes by their Quack address (host:port).
 type Client struct {
-	// Token is the client token, sent with Status and Hash.
+	// Token is the client token, sent with Status and Hash, and with
+	// TransferLeadership when Node is empty (an admin token may transfer).
 	Token string
 	// Node is the node credential (clusterkey.NodeAPI), sent with Write
 	// and TransferLeadership, and with Status and Hash when Token is
@@ -139,7 +140,11 @@ func (c *Client) TransferLeadership(ctx context.Context, addr, to string) (Trans
 	if to != "" {
 		target += "?to=" + url.QueryEscape(to)
 	}
-	resp, err := c.send(ctx, c.Node, http.MethodPost, target, nil)
+	cred := c.Node
+	if cred == "" {
+		cred = c.Token
+	}
+	resp, err := c.send(ctx, cred, http.MethodPost, target, nil)
 	if err != nil {
 		return Transfer{}, err
 	}

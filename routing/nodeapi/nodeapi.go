@@ -1,5 +1,5 @@
 // Package nodeapi is the typed HTTP API that duckraft nodes serve beside
-// Quack, on the same port and behind the same token: to each other
+// Quack, on the same port and behind the same tokens: to each other
 // (forwarded writes, and the codes and headers of routed reads) and to
 // operators (status, state hash, leadership transfer). Both sides of every
 // exchange live here, so the CLI, the benchmarks and testcluster use the
@@ -23,10 +23,10 @@ import (
 )
 
 // Paths served by every data node (a router serves StatusPath only).
-// StatusPath and HashPath accept the client token or the node credential;
-// RemovePath and BackupPath an operator's (Credentials.operators);
-// TransferPath, LeavePath and WritePath only the node credential (see
-// Credentials).
+// StatusPath and HashPath accept every client token and the node
+// credential; TransferPath, RemovePath and BackupPath an admin token or the
+// node credential; LeavePath and WritePath only the node credential (see
+// Credentials and Require).
 const (
 	// StatusPath (GET) answers the node's Status as JSON.
 	StatusPath = "/duckraft/v1/status"
@@ -141,8 +141,11 @@ const (
 	// configuration.
 	CodeNoSuchMember Code = "no_such_member"
 	// CodeUnauthorized: the request lacks the credential its path needs
-	// (the client token or the node credential).
-	CodeUnauthorized Code = "unauthorized"
+	// (a client token or the node credential).
+	CodeUnauthorized Code = wire.CodeUnauthorized
+	// CodeForbidden: the request's token holds a role that does not allow
+	// it (a write token's leadership transfer, a read token's write).
+	CodeForbidden Code = wire.CodeForbidden
 	// CodeBadRequest: the request is malformed.
 	CodeBadRequest Code = "bad_request"
 	// CodeBusy: the node is already doing this (a backup); retry later.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -48,7 +49,7 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 // TestClientAndHandlers runs the client against the handlers over HTTP.
 func TestClientAndHandlers(t *testing.T) {
 	const token, node = "tok", "node-credential"
-	creds := Credentials{Client: token, Node: node}
+	creds := Credentials{Tokens: (&tokens.Set{}).Add(token, tokens.Read), Node: node}
 	var applied []wal.Command
 	mux := http.NewServeMux()
 	mux.Handle(StatusPath, StatusHandler(creds, func(context.Context) (Status, error) {
@@ -57,7 +58,7 @@ func TestClientAndHandlers(t *testing.T) {
 	mux.Handle(HashPath, HashHandler(creds, func(context.Context) (StateHash, error) {
 		return StateHash{Index: 5, Hash: "abc"}, nil
 	}))
-	mux.Handle(TransferPath, TransferHandler(node, func(to string) (Transfer, error) {
+	mux.Handle(TransferPath, TransferHandler(creds, func(to string) (Transfer, error) {
 		if to == "n9" {
 			return Transfer{From: "n1", LeaderID: "n1"}, Errorf(CodeNoSuchVoter, "no voter %s", to)
 		}
@@ -124,19 +125,27 @@ func TestClientAndHandlers(t *testing.T) {
 	}
 }
 
-// TestCredentials: status and hash answer the client token and the node
-// credential; forwarded writes and leadership transfer only the node
-// credential, so a client holding the token cannot forward a raw batch.
+// TestCredentials: status and hash answer every client token and the node
+// credential; leadership transfer an admin token and the node credential,
+// refusing lower roles as forbidden; forwarded writes only the node
+// credential, so a client holding even an admin token cannot forward a raw
+// batch past the checks of its statements.
 func TestCredentials(t *testing.T) {
-	const token, node = "tok", "node-credential"
+	const node = "node-credential"
+	const readTok, writeTok, adminTok = "read-token", "write-token", "admin-token"
+	creds := Credentials{Tokens: (&tokens.Set{}).Add(readTok, tokens.Read).Add(writeTok, tokens.Write).Add(adminTok, tokens.Admin), Node: node}
 	mux := http.NewServeMux()
-	mux.Handle(StatusPath, StatusHandler(Credentials{Client: token, Node: node}, func(context.Context) (Status, error) {
+	mux.Handle(StatusPath, StatusHandler(creds, func(context.Context) (Status, error) {
 		return Status{ID: "n1"}, nil
 	}))
-	mux.Handle(HashPath, HashHandler(Credentials{Client: token, Node: node}, func(context.Context) (StateHash, error) {
+	mux.Handle(HashPath, HashHandler(creds, func(context.Context) (StateHash, error) {
 		return StateHash{Index: 1}, nil
 	}))
-	mux.Handle(TransferPath, TransferHandler(node, func(string) (Transfer, error) { return Transfer{From: "n1"}, nil }))
+	transfers := 0
+	mux.Handle(TransferPath, TransferHandler(creds, func(string) (Transfer, error) {
+		transfers++
+		return Transfer{From: "n1"}, nil
+	}))
 	applied := 0
 	mux.Handle(WritePath, WriteHandler(node, func(context.Context, wal.Command) (*wal.Result, error) {
 		applied++
@@ -153,25 +162,30 @@ func TestCredentials(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
 	cmd := wal.Command{Entry: wal.Statement{SQL: "CREATE TABLE t(x INTEGER)"}}
+	const ok, unauthorized, forbidden = "", CodeUnauthorized, CodeForbidden
 	for _, tc := range []struct {
 		name                  string
 		client                *Client
-		read, write, transfer bool
+		read, write, transfer Code
 	}{
-		{"client token", &Client{Token: token}, true, false, false},
-		{"client token as node credential", &Client{Token: token, Node: token}, true, false, false},
-		{"node credential", &Client{Node: node}, true, true, true},
-		{"wrong", &Client{Token: "x", Node: "y"}, false, false, false},
-		{"none", &Client{}, false, false, false},
+		{"read token", &Client{Token: readTok}, ok, unauthorized, forbidden},
+		{"write token", &Client{Token: writeTok}, ok, unauthorized, forbidden},
+		{"admin token", &Client{Token: adminTok}, ok, unauthorized, ok},
+		{"read token as node credential", &Client{Token: readTok, Node: readTok}, ok, unauthorized, forbidden},
+		{"admin token as node credential", &Client{Node: adminTok}, ok, unauthorized, ok},
+		{"node credential", &Client{Node: node}, ok, ok, ok},
+		{"wrong", &Client{Token: "x", Node: "y"}, unauthorized, unauthorized, unauthorized},
+		{"a token's prefix", &Client{Token: adminTok[:5]}, unauthorized, unauthorized, unauthorized},
+		{"none", &Client{}, unauthorized, unauthorized, unauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			check := func(what string, err error, want bool) {
+			check := func(what string, err error, want Code) {
 				t.Helper()
 				switch {
-				case want && err != nil:
+				case want == ok && err != nil:
 					t.Errorf("%s: %v", what, err)
-				case !want && CodeOf(err) != CodeUnauthorized:
-					t.Errorf("%s: %v, want %s", what, err, CodeUnauthorized)
+				case want != ok && CodeOf(err) != want:
+					t.Errorf("%s: %v, want %s", what, err, want)
 				}
 			}
 			_, err := tc.client.Status(ctx, addr)
@@ -183,10 +197,45 @@ func TestCredentials(t *testing.T) {
 			_, err = tc.client.TransferLeadership(ctx, addr, "")
 			check("transfer", err, tc.transfer)
 			_, err = tc.client.Write(ctx, addr+"/unset", cmd)
-			check("write to a node without a node credential", err, false)
+			check("write to a node without a node credential", err, unauthorized)
 		})
 	}
 	if applied != 1 {
 		t.Errorf("%d writes applied, want 1 (the node credential's)", applied)
+	}
+	if transfers != 3 {
+		t.Errorf("%d transfers ran, want 3 (admin token twice, node credential)", transfers)
+	}
+}
+
+// TestRequireStatus: refusals carry their code and HTTP status, a
+// forbidden one names the role needed and never the token.
+func TestRequireStatus(t *testing.T) {
+	const secret = "write-token-secret"
+	creds := Credentials{Tokens: (&tokens.Set{}).Add(secret, tokens.Write)}
+	h := Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran for a refused request")
+	})
+	for _, tc := range []struct {
+		auth   string
+		status int
+		code   Code
+	}{
+		{"Bearer " + secret, http.StatusForbidden, CodeForbidden},
+		{"Bearer other", http.StatusUnauthorized, CodeUnauthorized},
+		{secret, http.StatusUnauthorized, CodeUnauthorized},
+		{"Basic " + secret, http.StatusUnauthorized, CodeUnauthorized},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/x", nil)
+		req.Header.Set("Authorization", tc.auth)
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if rec.Code != tc.status || rec.Header().Get(ErrorHeader) != string(tc.code) || strings.Contains(body, secret) {
+			t.Errorf("%s: %d %q %q", tc.code, rec.Code, rec.Header().Get(ErrorHeader), body)
+		}
+		if tc.code == CodeForbidden && !strings.Contains(body, "needs the admin role; this token has the write role") {
+			t.Errorf("forbidden answer %q does not name the role", body)
+		}
 	}
 }

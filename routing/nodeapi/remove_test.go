@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/duckraft/duckraft/node/tokens"
 )
 
 // TestRemoveAndLeaveCredentials: removal takes an operator's credential
@@ -18,7 +20,7 @@ func TestRemoveAndLeaveCredentials(t *testing.T) {
 	var removed []string
 	var left atomic.Int32
 	mux := http.NewServeMux()
-	mux.Handle(RemovePath, RemoveHandler(Credentials{Client: token, Node: node}, func(_ context.Context, id string) (Removal, error) {
+	mux.Handle(RemovePath, RemoveHandler(Credentials{Tokens: (&tokens.Set{}).Add(token, tokens.Admin), Node: node}, func(_ context.Context, id string) (Removal, error) {
 		switch id {
 		case "n1":
 			return Removal{}, Errorf(CodeBadRequest, "n1 is the leader")

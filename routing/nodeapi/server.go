@@ -9,32 +9,45 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/wal"
 )
 
 // MaxWriteBytes bounds a forwarded write's body.
 const MaxWriteBytes = 512 << 20
 
-// Credentials are the bearer credentials a node's API accepts. Client is
-// the client token, which authorizes reading a node's status and state
-// hash; Node is the node credential only members hold
-// (clusterkey.NodeAPI), which authorizes everything, and alone authorizes
-// forwarded writes and leadership transfer: a forwarded write is applied as
-// the leader's own, past the checks a client's statement goes through.
+// Credentials are the bearer credentials a node's API accepts. Tokens are
+// the client tokens with their roles: a read token may read a node's status
+// and state hash, an admin token also transfer leadership (and whatever
+// else its handler Requires). Node is the node credential only members hold
+// (clusterkey.NodeAPI), which holds every role, and alone authorizes
+// forwarded writes: a forwarded write is applied as the leader's own, past
+// the checks a client's statement goes through.
 type Credentials struct {
-	Client, Node string
+	Tokens tokens.Roles
+	Node   string
 }
 
-// operators are the credentials that may ask for operator actions:
-// changing the cluster's membership (RemovePath) and backups (BackupPath).
-// The one place that decides who counts as an operator.
-func (c Credentials) operators() []string { return []string{c.Client, c.Node} }
+// Role returns the role of r's bearer credential: tokens.Admin for the
+// node credential, a client token's own role, ok false for anything else.
+// The node credential and the tokens are all compared, in constant time.
+func (c Credentials) Role(r *http.Request) (role tokens.Role, ok bool) {
+	bearer, scheme := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if c.Tokens != nil && scheme {
+		role, ok = c.Tokens.Role(bearer)
+	}
+	if Authorized(r, c.Node) {
+		return tokens.Admin, true
+	}
+	return role, ok
+}
 
 // Authorized reports whether r carries one of the non-empty creds as a
 // bearer token, compared in constant time. Every HTTP port of a node checks
-// its callers with it.
+// its callers with it or with Credentials.
 func Authorized(r *http.Request, creds ...string) bool {
 	got := []byte(r.Header.Get("Authorization"))
 	ok := false
@@ -44,6 +57,33 @@ func Authorized(r *http.Request, creds ...string) bool {
 		}
 	}
 	return ok
+}
+
+// Require serves h to requests with method whose bearer credential holds
+// need (see Credentials.Role). Others are refused before h runs: without a
+// credential the node knows with CodeUnauthorized (401), with one whose
+// role is lower with CodeForbidden (403). Every endpoint for clients and
+// operators guards itself with it: status and hash need tokens.Read;
+// leadership transfer, membership changes and backups tokens.Admin.
+func Require(creds Credentials, need tokens.Role, method string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role, ok := creds.Role(r)
+		switch {
+		case !ok:
+			writeError(w, Errorf(CodeUnauthorized, "Authentication failed"))
+			return
+		case !role.Allows(need):
+			writeError(w, Errorf(CodeForbidden, "Permission Error: %s %s needs the %s role; this token has the %s role",
+				r.Method, r.URL.Path, need, role))
+			return
+		}
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, Errorf(CodeBadRequest, "use %s", method))
+			return
+		}
+		h(w, r)
+	})
 }
 
 // guard admits requests with method that carry one of creds.
@@ -67,6 +107,8 @@ func status(c Code) int {
 	switch c {
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeBadRequest, CodeNoSuchVoter:
 		return http.StatusBadRequest
 	case CodeNoSuchMember:
@@ -100,20 +142,20 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// StatusHandler serves StatusPath with what get returns, to clients and
-// members.
+// StatusHandler serves StatusPath with what get returns, to every client
+// token (tokens.Read) and to members.
 func StatusHandler(creds Credentials, get func(context.Context) (Status, error)) http.Handler {
 	return jsonHandler(creds, get)
 }
 
-// HashHandler serves HashPath with what get returns, to clients and
-// members.
+// HashHandler serves HashPath with what get returns, to every client
+// token (tokens.Read) and to members.
 func HashHandler(creds Credentials, get func(context.Context) (StateHash, error)) http.Handler {
 	return jsonHandler(creds, get)
 }
 
 func jsonHandler[T any](creds Credentials, get func(context.Context) (T, error)) http.Handler {
-	return guard([]string{creds.Client, creds.Node}, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+	return Require(creds, tokens.Read, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
 		v, err := get(r.Context())
 		if err != nil {
 			writeError(w, err)
@@ -127,9 +169,9 @@ func jsonHandler[T any](creds Credentials, get func(context.Context) (T, error))
 // voter to (any voter when empty) and returns the leader before and after;
 // its error should be an Error with CodeNotLeader (the answer then names
 // the leader this node knows, so callers can ask that one) or
-// CodeNoSuchVoter. Only members, holding the node credential, may ask.
-func TransferHandler(node string, transfer func(to string) (Transfer, error)) http.Handler {
-	return guard([]string{node}, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+// CodeNoSuchVoter. Only admin tokens and members may ask.
+func TransferHandler(creds Credentials, transfer func(to string) (Transfer, error)) http.Handler {
+	return Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		out, err := transfer(r.URL.Query().Get("to"))
 		if err != nil {
 			e, ok := AsError(err)
@@ -150,9 +192,9 @@ func TransferHandler(node string, transfer func(to string) (Transfer, error)) ht
 // RemoveHandler serves RemovePath: remove takes the member id out of the
 // cluster. Its error should be an Error with CodeNotLeader, CodeNoSuchMember
 // or CodeBadRequest (the leader itself, a member that could not be told to
-// leave). Operators may ask (Credentials.operators).
+// leave). It needs an admin token or the node credential.
 func RemoveHandler(creds Credentials, remove func(ctx context.Context, id string) (Removal, error)) http.Handler {
-	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+	return Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("id")
 		if id == "" {
 			writeError(w, Errorf(CodeBadRequest, "name the member to remove: ?id=ID"))
@@ -239,13 +281,13 @@ var backupStall = 30 * time.Second
 // backupChunk is how much of a backup is written per write deadline.
 const backupChunk = 1 << 20
 
-// BackupHandler serves BackupPath to operators: backup writes a backup
+// BackupHandler serves BackupPath to admins: backup writes a backup
 // file, hands it to send, and removes it once send returns. An error
 // before send is answered as an Error; one during it (or a client that
 // reads nothing for backupStall) cuts the answer short, which the client
 // detects by the Content-Length.
 func BackupHandler(creds Credentials, backup func(context.Context, BackupSend) error) http.Handler {
-	return guard(creds.operators(), http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+	return Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		sent := false
 		err := backup(r.Context(), func(h StateHash, body io.Reader, size int64) error {
 			sent = true

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,13 +12,21 @@ import (
 	"github.com/duckraft/duckraft/wal"
 )
 
-// TestNodeAPICredentials: a client holding only the token cannot forward a
-// raw batch to the leader's write endpoint nor move leadership; a member
-// holding the node credential of the cluster key can. With a cluster key
-// of its own, the credential derived from the token is refused too.
+// TestNodeAPICredentials: no client token, not even an admin one, can
+// forward a raw batch to the leader's write endpoint; read and write
+// tokens cannot move leadership, admin tokens (--token among them) can; a
+// member holding the node credential of the cluster key can do both. With
+// a cluster key of its own, the credential derived from the token is
+// refused too.
 func TestNodeAPICredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft and gossip")
+	}
+	const token = "client-token"
+	const readTok, writeTok, adminTok = "read-token-0123456789", "write-token-0123456789", "admin-token-0123456789"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("read "+readTok+"\nwrite "+writeTok+"\nadmin "+adminTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -26,9 +36,8 @@ func TestNodeAPICredentials(t *testing.T) {
 		{"cluster key of its own", []byte("0123456789abcdef0123456789abcdef")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const token = "client-token"
 			d, err := Start(Config{ID: "n1", DataDir: t.TempDir(), QuackAddr: freeAddr(t), RaftAddr: freeAddr(t),
-				GossipAddr: freeAddr(t), Token: token, ClusterKey: tc.key})
+				GossipAddr: freeAddr(t), Token: token, TokensFile: file, ClusterKey: tc.key})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,19 +55,33 @@ func TestNodeAPICredentials(t *testing.T) {
 				_, err := c.Write(ctx, d.QuackAddr(), wal.Command{Entry: wal.Statement{SQL: "CREATE TABLE " + table + "(x INTEGER)"}})
 				return err
 			}
-			outsiders := []*nodeapi.Client{{Token: token}, {Token: token, Node: token}}
-			if tc.key != nil {
-				outsiders = append(outsiders, &nodeapi.Client{Token: token, Node: clusterkey.NodeAPI(clusterkey.FromToken(token))})
+			type client struct {
+				name     string
+				c        *nodeapi.Client
+				transfer nodeapi.Code // the code of its transfer; a single node has no voter to hand over to
 			}
-			for i, c := range outsiders {
-				if err := write(c, "outsider"); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
-					t.Errorf("outsider %d: forwarded write: %v, want %s", i, err, nodeapi.CodeUnauthorized)
+			outsiders := []client{
+				{"read token", &nodeapi.Client{Token: readTok}, nodeapi.CodeForbidden},
+				{"write token", &nodeapi.Client{Token: writeTok}, nodeapi.CodeForbidden},
+				{"write token as node credential", &nodeapi.Client{Token: writeTok, Node: writeTok}, nodeapi.CodeForbidden},
+				{"admin token", &nodeapi.Client{Token: adminTok}, nodeapi.CodeNoSuchVoter},
+				{"--token", &nodeapi.Client{Token: token}, nodeapi.CodeNoSuchVoter},
+				{"--token as node credential", &nodeapi.Client{Token: token, Node: token}, nodeapi.CodeNoSuchVoter},
+				{"wrong", &nodeapi.Client{Token: "wrong-token-0123456789"}, nodeapi.CodeUnauthorized},
+			}
+			if tc.key != nil {
+				outsiders = append(outsiders, client{"credential derived from the token",
+					&nodeapi.Client{Node: clusterkey.NodeAPI(clusterkey.FromToken(token))}, nodeapi.CodeUnauthorized})
+			}
+			for _, c := range outsiders {
+				if err := write(c.c, "outsider"); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
+					t.Errorf("%s: forwarded write: %v, want %s", c.name, err, nodeapi.CodeUnauthorized)
 				}
-				if _, err := c.TransferLeadership(ctx, d.QuackAddr(), ""); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
-					t.Errorf("outsider %d: transfer: %v, want %s", i, err, nodeapi.CodeUnauthorized)
+				if _, err := c.c.TransferLeadership(ctx, d.QuackAddr(), ""); nodeapi.CodeOf(err) != c.transfer {
+					t.Errorf("%s: transfer: %v, want %s", c.name, err, c.transfer)
 				}
-				if err := c.Leave(ctx, d.QuackAddr()); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
-					t.Errorf("outsider %d: leave: %v, want %s", i, err, nodeapi.CodeUnauthorized)
+				if err := c.c.Leave(ctx, d.QuackAddr()); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
+					t.Errorf("%s: leave: %v, want %s", c.name, err, nodeapi.CodeUnauthorized)
 				}
 			}
 			select {
@@ -77,12 +100,17 @@ func TestNodeAPICredentials(t *testing.T) {
 			if got := query(t, d, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'outsider'"); got != int64(0) {
 				t.Errorf("an outsider's forwarded write was applied")
 			}
-			// The client token still reads status and hash, for the CLI.
-			if _, err := (&nodeapi.Client{Token: token}).Status(ctx, d.QuackAddr()); err != nil {
-				t.Errorf("status with the client token: %v", err)
+			// Every client token reads status and hash, for the CLI.
+			for _, tok := range []string{token, readTok, writeTok, adminTok} {
+				if _, err := (&nodeapi.Client{Token: tok}).Status(ctx, d.QuackAddr()); err != nil {
+					t.Errorf("status with a client token: %v", err)
+				}
+				if _, err := (&nodeapi.Client{Token: tok}).Hash(ctx, d.QuackAddr()); err != nil {
+					t.Errorf("hash with a client token: %v", err)
+				}
 			}
-			if _, err := (&nodeapi.Client{Token: token}).Hash(ctx, d.QuackAddr()); err != nil {
-				t.Errorf("hash with the client token: %v", err)
+			if _, err := (&nodeapi.Client{Node: member}).TransferLeadership(ctx, d.QuackAddr(), ""); nodeapi.CodeOf(err) != nodeapi.CodeNoSuchVoter {
+				t.Errorf("member's transfer: %v, want %s", err, nodeapi.CodeNoSuchVoter)
 			}
 			if err := write(&nodeapi.Client{Node: member}, "member"); err != nil {
 				t.Errorf("member's forwarded write: %v", err)

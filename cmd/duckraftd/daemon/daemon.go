@@ -27,6 +27,7 @@ import (
 	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -59,9 +60,16 @@ type Config struct {
 	// Router runs a data-less router that joins gossip through Join and
 	// sends writes to the leader and reads to the data nodes.
 	Router bool
-	// Token authenticates clients. Empty means the one kept in DataDir,
-	// generated on first start so that restarts keep it.
+	// Token authenticates clients as an admin. Empty means the one kept
+	// in DataDir, generated on first start so that restarts keep it,
+	// unless TokensFile is given: then only that file's tokens are
+	// accepted.
 	Token string
+	// TokensFile names a file of client tokens with their roles, one
+	// "ROLE TOKEN" per line (package node/tokens), accepted besides
+	// Token; ReloadTokens reads it again. Without Token it needs a
+	// ClusterKey, which is otherwise derived from Token.
+	TokensFile string
 	// ClusterKey (16, 24 or 32 bytes) is the members' credential: gossip's
 	// encryption key, the node API's node credential and the Raft
 	// transport's CA are derived from it (package clusterkey). Nil derives
@@ -146,6 +154,10 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	token string
+	// keys are the client tokens accepted in force, with their roles:
+	// TokensFile's, Token as admin, and the node credential as admin
+	// (members' sessions carry routed reads). ReloadTokens replaces them.
+	keys *tokens.Keyring
 	// clusterKey is Config.ClusterKey or the one derived from the token;
 	// nodeCred the node API credential derived from it.
 	clusterKey []byte
@@ -200,9 +212,15 @@ func Start(cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	token, err := loadToken(cfg.Token, cfg.DataDir)
-	if err != nil {
-		return nil, err
+	token := cfg.Token
+	var err error
+	switch {
+	case cfg.TokensFile == "":
+		if token, err = loadToken(cfg.Token, cfg.DataDir); err != nil {
+			return nil, err
+		}
+	case token == "" && len(cfg.ClusterKey) == 0:
+		return nil, errors.New("a tokens file without a token needs a cluster key: the members' credentials are derived from the token otherwise")
 	}
 	key := cfg.ClusterKey
 	if len(key) == 0 {
@@ -210,6 +228,14 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, nodeCred: clusterkey.NodeAPI(key),
 		done: make(chan struct{})}
+	keys, clients, err := d.loadTokens()
+	if err != nil {
+		return nil, err
+	}
+	if clients == 0 {
+		return nil, fmt.Errorf("tokens file %s holds no token, and no token is given: no client could connect", cfg.TokensFile)
+	}
+	d.keys = tokens.NewKeyring(keys)
 	if cfg.TLSCert != "" {
 		if d.peerTLS, err = peerTLS(cfg.TLSCert); err != nil {
 			return nil, err
@@ -253,6 +279,55 @@ func loadToken(token, dir string) (string, error) {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	return t, nil
+}
+
+// loadTokens reads the tokens file, if there is one, and returns the set
+// of tokens a node accepts with it: the file's, Token as admin and the
+// node credential as admin; clients counts those but the node credential.
+func (d *Daemon) loadTokens() (set *tokens.Set, clients int, err error) {
+	set = &tokens.Set{}
+	if path := d.cfg.TokensFile; path != "" {
+		if set, err = tokens.Load(path); err != nil {
+			return nil, 0, err
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			d.log.Warn("the tokens file is readable by others than its owner", "path", path, "mode", fi.Mode().Perm().String())
+		}
+		d.log.Info("tokens loaded", "path", path, "read", set.Count(tokens.Read), "write", set.Count(tokens.Write),
+			"admin", set.Count(tokens.Admin))
+	}
+	if d.token != "" {
+		set = set.Add(d.token, tokens.Admin)
+	}
+	return set.Add(d.nodeCred, tokens.Admin), set.Len(), nil
+}
+
+// ReloadTokens reads the tokens file again (duckraftd does on SIGHUP) and
+// puts its tokens in force: a session whose token it no longer holds is
+// refused at its next request, one whose role changed has the new role
+// from then on. A file that does not load changes nothing: the tokens in
+// force stay, and the error is logged and returned.
+func (d *Daemon) ReloadTokens() error {
+	if d.cfg.TokensFile == "" {
+		d.log.Info("tokens not reloaded: no tokens file")
+		return nil
+	}
+	set, clients, err := d.loadTokens()
+	if err != nil {
+		d.log.Error("tokens not reloaded; the previous tokens stay in force", "err", err)
+		return err
+	}
+	if clients == 0 {
+		d.log.Warn("the tokens file holds no token, and no token is given: no client can connect", "path", d.cfg.TokensFile)
+	}
+	d.keys.Replace(set)
+	return nil
+}
+
+// Credentials are the credentials the node API accepts, with their roles;
+// the other HTTP ports of duckraftd (the profiler's) check theirs with them.
+func (d *Daemon) Credentials() nodeapi.Credentials {
+	return nodeapi.Credentials{Tokens: d.keys, Node: d.nodeCred}
 }
 
 // startNode opens a data node: DuckDB, Raft, gossip, routing and Quack.
@@ -325,7 +400,7 @@ func (d *Daemon) startNode() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
-	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
+	creds := d.Credentials()
 	d.statusOf = func() nodeapi.Status { return status(d.store, d.members, exec) }
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
 		return d.statusOf(), nil
@@ -334,7 +409,7 @@ func (d *Daemon) startNode() error {
 		h, err := d.store.StateHash(ctx)
 		return nodeapi.StateHash{Index: h.Index, Hash: h.Hash, Rows: h.Rows}, err
 	}))
-	mux.Handle(nodeapi.TransferPath, nodeapi.TransferHandler(d.nodeCred, func(to string) (nodeapi.Transfer, error) {
+	mux.Handle(nodeapi.TransferPath, nodeapi.TransferHandler(creds, func(to string) (nodeapi.Transfer, error) {
 		err := d.store.TransferLeadership(to)
 		return nodeapi.Transfer{From: d.store.ID(), LeaderID: d.store.LeaderID()}, routing.APIError(err)
 	}))
@@ -374,9 +449,8 @@ func (d *Daemon) startRouter() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	creds := nodeapi.Credentials{Client: d.token, Node: d.nodeCred}
 	d.statusOf = func() nodeapi.Status { return routerStatus(c.ID, d.members, exec) }
-	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
+	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.Credentials(), func(context.Context) (nodeapi.Status, error) {
 		return d.statusOf(), nil
 	}))
 	mux.Handle("/", d.srv.Handler())
@@ -409,15 +483,22 @@ func loadOf(exec *atomic.Pointer[routing.Executor]) func() uint64 {
 	}
 }
 
-// routingConfig is what a node's and a router's routing share.
+// routingConfig is what a node's and a router's routing share. Sessions
+// on other nodes (routed reads) authenticate with the token, which nodes
+// of earlier versions accept, or else with the node credential: either is
+// an admin there, trusted because the client's statement was checked here.
 func (d *Daemon) routingConfig() routing.Config {
+	remoteToken := d.token
+	if remoteToken == "" {
+		remoteToken = d.nodeCred
+	}
 	return routing.Config{
 		ID:             d.cfg.ID,
 		Directory:      d.members,
 		DB:             d.db,
-		Token:          d.token,
+		Token:          remoteToken,
 		NodeCredential: d.nodeCred,
-		Remote:         routing.NewQuackRemote(d.token, d.nodeCred, d.peerTLS),
+		Remote:         routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
 		Consistency:    d.cfg.Consistency,
 		MaxStaleness:   d.cfg.MaxStaleness,
 		Now:            d.cfg.Now,
@@ -428,12 +509,13 @@ func (d *Daemon) routingConfig() routing.Config {
 }
 
 // quackServer is the Quack front end of a node or a router: sessions
-// authenticated by the cluster token, statements run by exec, and, when
+// authenticated by the tokens in force, each with its token's role,
+// statements run by exec, and, when
 // authorizer names a SQL macro, each statement authorized by it.
 func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Server, error) {
 	cfg := node.Config{
 		DB:              d.db,
-		Authenticator:   node.TokenAuth{Token: d.token},
+		Authenticator:   node.KeyringAuth{Keyring: d.keys},
 		Executor:        exec,
 		MaxMessageBytes: d.cfg.MaxMessageBytes,
 		MaxSessions:     d.cfg.MaxSessions,
@@ -491,8 +573,8 @@ func (d *Daemon) serve(mux *http.ServeMux) error {
 	return nil
 }
 
-// Token is the client token: the configured one or the one kept in the
-// data directory.
+// Token is the admin token given as Token or kept in the data directory;
+// empty when the node has only a tokens file.
 func (d *Daemon) Token() string { return d.token }
 
 // QuackAddr is the address Quack is served on.

@@ -186,11 +186,11 @@ func (d *Daemon) opsHandler() http.Handler {
 	return mux
 }
 
-// requireToken admits only requests that carry the client token as a
-// bearer token, compared in constant time.
+// requireToken admits only requests that carry a client token of any role
+// (or the node credential) as a bearer token, compared in constant time.
 func (d *Daemon) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !nodeapi.Authorized(r, d.token) {
+		if _, ok := d.Credentials().Role(r); !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "authentication required: Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
