@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -174,7 +175,7 @@ func TestScheduledBackups(t *testing.T) {
 	if err := os.WriteFile(other, []byte("operator's file"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startNode(t, Config{BackupDir: dir, BackupEvery: 300 * time.Millisecond, BackupKeep: 2})
+	d := startNode(t, Config{BackupDir: dir, BackupEvery: 300 * time.Millisecond, BackupKeep: 2, HTTPAddr: freeAddr(t)})
 	query(t, d, "CREATE TABLE t AS SELECT range AS i FROM range(1000)")
 	deadline := time.Now().Add(60 * time.Second)
 	for d.BackupStats().Taken < 5 {
@@ -183,6 +184,24 @@ func TestScheduledBackups(t *testing.T) {
 		}
 		query(t, d, "INSERT INTO t VALUES (1)")
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The metrics say what BackupStats says.
+	code, body := opsGet(t, d, http.MethodGet, MetricsPath, "backup-test-token")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %q", code, body)
+	}
+	taken := 0
+	if m := regexp.MustCompile(`duckraft_scheduled_backups_total\{node="n1",outcome="ok"\} (\d+)`).FindStringSubmatch(body); m != nil {
+		taken, _ = strconv.Atoi(m[1])
+	}
+	if taken < 5 {
+		t.Errorf("/metrics: %d scheduled backups ok, want at least 5", taken)
+	}
+	for _, want := range []string{`duckraft_scheduled_backups_total{node="n1",outcome="error"} 0`, `duckraft_backup_last_size_bytes{node="n1"} `,
+		`duckraft_backup_last_success_timestamp_seconds{node="n1"} 1.`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	d.Close()
 	st := d.BackupStats()

@@ -179,6 +179,45 @@ func (m *metrics) scraped(d *Daemon) {
 	})
 	gauge("duckraft_apply_lag", "Log entries this node's applied index is behind the furthest applied index a live member reports through gossip.",
 		func() float64 { return float64(d.lag()) })
+	r.MustRegister(backupCollector{d})
+}
+
+// backupCollector reports this node's scheduled backups (BackupStats) at
+// scrape time.
+type backupCollector struct{ d *Daemon }
+
+var (
+	backupsDesc = prometheus.NewDesc("duckraft_scheduled_backups_total",
+		"Scheduled backups this node wrote (ok) or failed to write (error); a backup abandoned because the node stops counts as neither.",
+		[]string{"outcome"}, nil)
+	backupLastSuccessDesc = prometheus.NewDesc("duckraft_backup_last_success_timestamp_seconds",
+		"Unix time the last scheduled backup written finished; 0 before the first.", nil, nil)
+	backupLastDurationDesc = prometheus.NewDesc("duckraft_backup_last_duration_seconds",
+		"How long the last scheduled backup written took.", nil, nil)
+	backupLastSizeDesc = prometheus.NewDesc("duckraft_backup_last_size_bytes",
+		"Size of the last scheduled backup written.", nil, nil)
+	backupLastIndexDesc = prometheus.NewDesc("duckraft_backup_last_index",
+		"Applied index the last scheduled backup written holds.", nil, nil)
+)
+
+func (backupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{backupsDesc, backupLastSuccessDesc, backupLastDurationDesc, backupLastSizeDesc, backupLastIndexDesc} {
+		ch <- d
+	}
+}
+
+func (b backupCollector) Collect(ch chan<- prometheus.Metric) {
+	st := b.d.BackupStats()
+	ch <- prometheus.MustNewConstMetric(backupsDesc, prometheus.CounterValue, float64(st.Taken), "ok")
+	ch <- prometheus.MustNewConstMetric(backupsDesc, prometheus.CounterValue, float64(st.Failed), "error")
+	var last float64
+	if !st.LastSuccess.IsZero() {
+		last = float64(st.LastSuccess.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(backupLastSuccessDesc, prometheus.GaugeValue, last)
+	ch <- prometheus.MustNewConstMetric(backupLastDurationDesc, prometheus.GaugeValue, st.LastDuration.Seconds())
+	ch <- prometheus.MustNewConstMetric(backupLastSizeDesc, prometheus.GaugeValue, float64(st.LastBytes))
+	ch <- prometheus.MustNewConstMetric(backupLastIndexDesc, prometheus.GaugeValue, float64(st.LastIndex))
 }
 
 // gossipCollector reports gossip's members by state at scrape time.
