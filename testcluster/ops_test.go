@@ -2,6 +2,7 @@ package testcluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -208,6 +209,19 @@ func TestReadyzFollowsReplicaLag(t *testing.T) {
 		code, _, err := router.OpsGet(daemon.ReadyzPath, false)
 		return err == nil && code == http.StatusOK
 	}, func() string { return "the router's /readyz did not answer 200" })
+	// The router keeps the leader changes it sees through gossip.
+	waitFor(t, 30*time.Second, func() bool {
+		code, body, err := router.OpsGet(daemon.StatusPath, true)
+		var st daemon.Status
+		if err != nil || code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+			return false
+		}
+		n := len(st.LeaderChanges)
+		return n > 0 && st.LeaderChanges[n-1].Leader == l.ID
+	}, func() string {
+		_, body, err := router.OpsGet(daemon.StatusPath, true)
+		return fmt.Sprintf("the router's /status names no leader change to %s: %s %v", l.ID, body, err)
+	})
 	for _, path := range []string{daemon.MetricsPath, daemon.StatusPath} {
 		if code, body, err := router.OpsGet(path, false); err != nil || code != http.StatusUnauthorized {
 			t.Errorf("the router's %s without the token: %d %q %v", path, code, body, err)

@@ -455,7 +455,40 @@ func (d *Daemon) startRouter() error {
 	}))
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack as a router", "id", c.ID, "gossip", c.GossipAddr, "join", c.Join)
-	return d.serve(mux)
+	if err := d.serve(mux); err != nil {
+		return err
+	}
+	go d.watchLeader()
+	return nil
+}
+
+// routerLeaderPoll is how often a router looks at which member gossip says
+// leads, for its leader changes (a data node hears them from Raft).
+const routerLeaderPoll = 250 * time.Millisecond
+
+// watchLeader records the leader changes a router sees through gossip until
+// the daemon stops.
+func (d *Daemon) watchLeader() {
+	t := time.NewTicker(routerLeaderPoll)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		leader := ""
+		for _, p := range d.members.Peers() {
+			if p.Leader {
+				leader = p.ID
+			}
+		}
+		if leader != last {
+			last = leader
+			d.observeLeader(leader)
+		}
+	}
 }
 
 // raftTLS is the Raft transport's mutual TLS: the operator's certificates
