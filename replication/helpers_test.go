@@ -3,10 +3,12 @@ package replication
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +190,32 @@ func mustExec(t testing.TB, s *Store, cmd wal.Command) *wal.Result {
 	}
 	return res
 }
+
+// execOnLeader runs cmd through whichever node of nodes leads, as a client
+// of a cluster would: on a loaded machine an election can come at any time.
+// A command that loses its leader is proposed again to the next one under
+// the same idempotency key (one is set if cmd has none), so it applies once.
+func execOnLeader(t testing.TB, nodes []*testNode, cmd wal.Command) *wal.Result {
+	t.Helper()
+	if cmd.Key == nil {
+		cmd.Key = fmt.Appendf(nil, "execOnLeader/%d", execKeys.Add(1))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := waitLeader(t, nodes).store.Execute(ctx, cmd)
+		cancel()
+		switch {
+		case err == nil:
+			return res
+		case !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrUnknownOutcome) || time.Now().After(deadline):
+			t.Fatalf("execute %+v: %v", cmd.Entry, err)
+		}
+	}
+}
+
+// execKeys numbers the idempotency keys of execOnLeader.
+var execKeys atomic.Uint64
 
 // queryInt returns the single integer sql yields on db.
 func queryInt(t testing.TB, db *engine.DB, sql string) int64 {

@@ -83,11 +83,11 @@ func TestStaleSnapshotRefused(t *testing.T) {
 		t.Helper()
 		var last uint64
 		for i := from; i < to; i++ {
-			last = mustExec(t, leader.store, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
+			last = execOnLeader(t, nodes, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
 		}
 		waitApplied(t, nodes, last)
 	}
-	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER PRIMARY KEY)"))
+	execOnLeader(t, nodes, stmt("CREATE TABLE t(i INTEGER PRIMARY KEY)"))
 	insert(0, 50)
 	// The follower's snapshots come one before and one after the stale one,
 	// so that raft keeps the stale one when it reaps down to two.
@@ -121,7 +121,7 @@ func TestStaleSnapshotRefused(t *testing.T) {
 
 	var last uint64
 	for i := 201; i <= 260; i++ {
-		last = mustExec(t, waitLeader(t, nodes).store, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
+		last = execOnLeader(t, nodes, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
 	}
 	waitApplied(t, nodes, last)
 	ctx := context.Background()
