@@ -99,6 +99,12 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
 	defer c.Close()
+	return analyzeOn(ctx, c, sql)
+}
+
+// analyzeOn is Analyze on connection c, which sees what c's open
+// transaction changed.
+func analyzeOn(ctx context.Context, c *engine.Conn, sql string) (Analysis, error) {
 	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
 	if err != nil {
 		// DuckDB answers most statements it cannot bind with an error

@@ -108,6 +108,46 @@ func TestNestedSchemas(t *testing.T) {
 	}
 }
 
+// TestTriggers: every node runs a trigger's action (DuckDB 2.0) whenever
+// its table changes, through literal INSERTs and appends too, so an action
+// that would compute differently on each node is refused when the trigger
+// is created, and one that computes the same is accepted.
+func TestTriggers(t *testing.T) {
+	a := newAnalyzer(t)
+	conn, err := a.db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Exec(context.Background(), `CREATE TABLE src(i INTEGER, added TIMESTAMP DEFAULT now());
+		CREATE TABLE audit(i INTEGER, note VARCHAR); CREATE SCHEMA p; CREATE SCHEMA p.c; CREATE TABLE p.c.t(i INTEGER);
+		CREATE MACRO pick() AS TABLE SELECT i FROM src LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sql     string
+		refused bool
+	}{
+		{"CREATE TRIGGER ok_stmt AFTER INSERT ON src INSERT INTO audit VALUES (1, 'inserted')", false},
+		{"CREATE TRIGGER ok_row AFTER INSERT ON src FOR EACH ROW INSERT INTO audit VALUES (NEW.i, 'row')", false},
+		{"CREATE TRIGGER ok_count AFTER DELETE ON src INSERT INTO audit SELECT count(*)::INTEGER, 'left' FROM src", false},
+		{"CREATE TRIGGER ok_nested AFTER INSERT ON p.c.t FOR EACH ROW INSERT INTO audit VALUES (NEW.i, 'nested')", false},
+		{"CREATE TRIGGER ok_update AFTER UPDATE ON src FOR EACH ROW INSERT INTO audit VALUES (NEW.i, 'updated')", false},
+		{"CREATE TRIGGER numbered AFTER INSERT ON src INSERT INTO audit SELECT row_number() OVER ()::INTEGER, 'n' FROM src", true},
+		{"CREATE TRIGGER first_row AFTER INSERT ON src INSERT INTO audit SELECT i, 'first' FROM src LIMIT 1", true},
+		{"CREATE TRIGGER via_macro AFTER UPDATE ON src INSERT INTO audit SELECT i, 'm' FROM pick()", true},
+		{"CREATE TRIGGER sampled AFTER INSERT ON src INSERT INTO audit SELECT i, 's' FROM src USING SAMPLE 1 ROWS", true},
+		{"CREATE TRIGGER rowids AFTER INSERT ON src INSERT INTO audit SELECT rowid::INTEGER, 'r' FROM src", true},
+		{"CREATE TRIGGER clock AFTER INSERT ON src INSERT INTO audit VALUES (1, now()::VARCHAR)", true},
+		{"CREATE TRIGGER local AFTER DELETE ON src INSERT INTO audit SELECT 1, current_setting('threads')::VARCHAR", true},
+	} {
+		_, err := decide(t, a, tc.sql)
+		if got := errors.Is(err, wal.ErrNondeterministic); got != tc.refused || !tc.refused && err != nil {
+			t.Errorf("%s: %v, want refused %v", tc.sql, err, tc.refused)
+		}
+	}
+}
+
 // decide is the leader's decision, as routing makes it.
 func decide(t *testing.T, a *Analyzer, sql string) (wal.Plan, error) {
 	t.Helper()
@@ -336,12 +376,13 @@ func TestViewReplicatedAsStored(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	tests := []struct{ sql, prefix string }{
+	tests := []struct{ sql, kind, prefix string }{
 		// DuckDB's parser spells INTERVAL 1 DAY as to_days(CAST(trunc(CAST(1
 		// AS DOUBLE)) AS INTEGER)), and its rendering of that quotes DOUBLE.
-		{`CREATE VIEW v1 AS SELECT * FROM "range"(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', INTERVAL 1 DAY)`, "CREATE VIEW v1 AS"},
-		{`CREATE OR REPLACE VIEW v2 AS SELECT a, DATE '2024-01-01' + INTERVAL 3 HOUR AS h FROM t`, "CREATE OR REPLACE VIEW v2 AS"},
-		{`CREATE TABLE t3(a TIMESTAMP DEFAULT TIMESTAMP '2024-01-01' + INTERVAL 1 DAY, b INT GENERATED ALWAYS AS (epoch(a + INTERVAL 2 DAY)))`, "CREATE TABLE t3("},
+		{`CREATE VIEW v1 AS SELECT * FROM "range"(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', INTERVAL 1 DAY)`, "VIEW", "CREATE VIEW v1 AS"},
+		{`CREATE OR REPLACE VIEW v2 AS SELECT a, DATE '2024-01-01' + INTERVAL 3 HOUR AS h FROM t`, "VIEW", "CREATE OR REPLACE VIEW v2 AS"},
+		{`CREATE TABLE t3(a TIMESTAMP DEFAULT TIMESTAMP '2024-01-01' + INTERVAL 1 DAY, b INT GENERATED ALWAYS AS (epoch(a + INTERVAL 2 DAY)))`, "TABLE", "CREATE TABLE t3("},
+		{`CREATE TRIGGER tr4 AFTER INSERT ON t INSERT INTO t3(a) VALUES (TIMESTAMP '2024-01-01' + INTERVAL 1 DAY)`, "TRIGGER", "CREATE TRIGGER tr4 "},
 	}
 	for _, tt := range tests {
 		plan, err := decide(t, a, tt.sql)
@@ -351,16 +392,12 @@ func TestViewReplicatedAsStored(t *testing.T) {
 		if _, err := c.Exec(ctx, plan.SQL); err != nil {
 			t.Fatalf("%s: %v", plan.SQL, err)
 		}
-		kind := "VIEW"
-		if strings.Contains(tt.prefix, "TABLE") {
-			kind = "TABLE"
-		}
-		stored := newestSQL(t, c, kind)
+		stored := newestSQL(t, c, tt.kind)
 		// A snapshot restore recreates the object from its stored text.
-		if _, err := c.Exec(ctx, "CREATE OR REPLACE "+kind+" "+strings.TrimPrefix(stored, "CREATE "+kind+" ")); err != nil {
+		if _, err := c.Exec(ctx, "CREATE OR REPLACE "+tt.kind+" "+strings.TrimPrefix(stored, "CREATE "+tt.kind+" ")); err != nil {
 			t.Fatal(err)
 		}
-		if restored := newestSQL(t, c, kind); restored != stored {
+		if restored := newestSQL(t, c, tt.kind); restored != stored {
 			t.Errorf("applied: %s\nrestored: %s", stored, restored)
 		}
 	}

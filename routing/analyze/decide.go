@@ -59,6 +59,10 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		return wal.Materialized(sql, ts, v.Why, v.Sequence)
 	}
 	switch {
+	case an.Operator == "LOGICAL_CREATE_TRIGGER":
+		if err = a.checkTrigger(ctx, plan.SQL, volatile); err == nil {
+			plan.SQL, err = a.canonicalCreate(ctx, "TRIGGER", plan.SQL)
+		}
 	case an.Operator == "LOGICAL_CREATE_VIEW":
 		plan.SQL, err = a.canonicalCreate(ctx, "VIEW", plan.SQL)
 	case an.Operator == "LOGICAL_CREATE_TABLE" && !an.Query:

@@ -124,7 +124,8 @@ func refuse(format string, args ...any) error {
 // alone decides. Such a statement calls nothing and reads no row; the only
 // expressions it makes DuckDB evaluate are the target's DEFAULTs for
 // columns it leaves out, which wal.Deterministic checked when the table
-// was created (see DESIGN.md).
+// was created (see DESIGN.md), and the actions of the target's triggers,
+// which checkTrigger checked when each was created.
 func LiteralInsert(sql string) bool {
 	toks, err := wal.Lex(sql)
 	if err != nil {

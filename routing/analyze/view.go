@@ -16,9 +16,11 @@ var newest = map[string]string{
 		WHERE NOT internal AND NOT temporary ORDER BY view_oid DESC LIMIT 1`,
 	"TABLE": `SELECT table_oid::VARCHAR || ' ' || sql FROM duckdb_tables()
 		WHERE NOT temporary ORDER BY table_oid DESC LIMIT 1`,
+	"TRIGGER": `SELECT trigger_oid::VARCHAR || ' ' || sql FROM duckdb_triggers()
+		WHERE NOT temporary ORDER BY trigger_oid DESC LIMIT 1`,
 }
 
-// canonicalCreate returns the CREATE VIEW or CREATE TABLE (kind) statement
+// canonicalCreate returns the CREATE VIEW, TABLE or TRIGGER (kind) statement
 // sql as DuckDB stores it, found by running it on the leader in a
 // transaction it rolls back.
 // DuckDB stores a view as the text it renders from the statement, and the
@@ -27,8 +29,8 @@ var newest = map[string]string{
 // rendering. Nodes that apply the statement store the first, a node
 // restored from a snapshot (which recreates views from their stored text)
 // the second, and their state hashes differ (found by the divergence
-// hunter). A table's DEFAULT and generated expressions render the same
-// way. Replicating the stored text makes every node store the rendering of
+// hunter). A table's DEFAULT and generated expressions, and a trigger's
+// action (DuckDB 2.0), render the same way. Replicating the stored text makes every node store the rendering of
 // a rendering, which is stable. A statement that creates nothing (IF NOT
 // EXISTS over an existing object) is replicated as written.
 func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (string, error) {
