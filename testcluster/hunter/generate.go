@@ -246,6 +246,33 @@ var placements = []placement{
 		g.follow(name, "view-table-function", f, "INSERT INTO %s(id, s) SELECT %d, CAST(x AS VARCHAR) FROM %s x LIMIT 3", g.table(), g.id(), name)
 		return st
 	}},
+	// DuckDB 2.0's nested schemas: a table in one, written by the other
+	// placements, which snapshots and the state hash name by its path.
+	{"nested-schema", func(g *Generator) Statement {
+		name := g.obj("ns")
+		st := g.st("nested-schema", "", "CREATE SCHEMA %s", name)
+		st.creates = name
+		g.follow(name, "nested-schema", "", "CREATE SCHEMA %s.c", name)
+		g.queue = append(g.queue, Statement{SQL: fmt.Sprintf("CREATE TABLE %s.c.t AS SELECT id, v, s, d FROM %s LIMIT 20", name, g.table()),
+			Placement: "nested-schema", needs: name, table: name + ".c.t"})
+		return st
+	}},
+	// DuckDB 2.0's triggers: every node runs the action for each write to
+	// the table, literal INSERTs included.
+	{"trigger", func(g *Generator) Statement {
+		e, f := g.scalarExpr()
+		t, log, name := g.table(), g.obj("log"), g.obj("tr")
+		st := g.st("trigger", f, "CREATE TABLE %s(id INTEGER, v INTEGER)", log)
+		st.creates = log
+		action := fmt.Sprintf("FOR EACH ROW INSERT INTO %s VALUES (NEW.id, %s)", log, asInt(e))
+		if g.rng.IntN(2) == 0 {
+			action = fmt.Sprintf("INSERT INTO %s SELECT id, %s FROM %s WHERE id < 3", log, asInt(e), t)
+		}
+		g.follow(log, "trigger", f, "CREATE TRIGGER %s AFTER INSERT ON %s %s", name, t, action)
+		g.follow(log, "trigger", f, "INSERT INTO %s(id, v) VALUES (%d, 1)", t, g.id())
+		g.follow(log, "trigger", "", "DROP TRIGGER %s ON %s", name, t)
+		return st
+	}},
 	{"sample", func(g *Generator) Statement {
 		t := g.table()
 		s := samples[g.rng.IntN(len(samples))]
