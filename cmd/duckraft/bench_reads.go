@@ -138,6 +138,12 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 // node joining the first through gossip, and waits until the router knows
 // every data node and a leader.
 func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, error) {
+	// The daemons log to a file: no Raft line in the benchmark's output.
+	logf, err := daemonLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
 	var nodes []*readNode
 	var firstGossip string
 	for i := 0; i < voters+replicas+1; i++ {
@@ -161,7 +167,7 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 			args = append(args, "--join", firstGossip)
 		}
 		n.cmd = exec.Command(daemon, args...)
-		n.cmd.Stdout, n.cmd.Stderr = io.Discard, stderr
+		n.cmd.Stdout, n.cmd.Stderr = io.Discard, logf
 		if err := n.cmd.Start(); err != nil {
 			return nodes, fmt.Errorf("start %s: %w", daemon, err)
 		}
