@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
@@ -183,9 +182,6 @@ func runScan(self string, args ...string) (scanReport, error) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		return scanReport{}, fmt.Errorf("scan output %q: %w", out, err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.RSS = ru.Maxrss * 1024
-	}
 	return r, nil
 }
 
@@ -217,6 +213,9 @@ func benchScan(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The high-water mark of this process's own memory: the rusage of a
+	// child counts the parent's at fork, which holds a generated table.
+	r.RSS = peakRSS(os.Getpid())
 	return json.NewEncoder(stdout).Encode(r)
 }
 

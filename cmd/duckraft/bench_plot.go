@@ -77,6 +77,8 @@ func plotWrites(ps []writePoint, path string) error {
 			return err
 		}
 	}
+	// Room above the lines for the legend.
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.5
 	return p.Save(plotW, plotH, path)
 }
 
@@ -116,6 +118,9 @@ func plotLatency(ps []writePoint, path string) error {
 	if !drawn {
 		return errNothingToPlot
 	}
+	// Room above the lines for the legend: a decade and a half on the
+	// log scale.
+	p.Y.Max *= 30
 	return p.Save(plotW, plotH, path)
 }
 
@@ -171,9 +176,11 @@ func plotFailoverTimeline(r *failoverResult, path string) error {
 	per := 1000 / float64(max(r.BucketMs, 1))
 	var acks, errs plotter.XYs
 	top := 1.0
+	half := float64(r.BucketMs) / 2000
 	for _, b := range r.Timeline {
-		acks = append(acks, plotter.XY{X: b.StartSec, Y: float64(b.Acks) * per})
-		errs = append(errs, plotter.XY{X: b.StartSec, Y: float64(b.Errors) * per})
+		// Each bucket's count is drawn at its middle.
+		acks = append(acks, plotter.XY{X: b.StartSec + half, Y: float64(b.Acks) * per})
+		errs = append(errs, plotter.XY{X: b.StartSec + half, Y: float64(b.Errors) * per})
 		top = max(top, float64(b.Acks)*per)
 	}
 	for i, series := range []struct {
@@ -203,6 +210,7 @@ func plotFailoverTimeline(r *failoverResult, path string) error {
 			p.Legend.Add(m.name, l)
 		}
 	}
+	p.Y.Max = top * 1.4
 	return p.Save(plotW, plotH, path)
 }
 
@@ -232,7 +240,7 @@ func plotLagTimeline(r *lagResult, path string) error {
 		p.Add(l)
 		p.Legend.Add("follower "+f.ID, l)
 	}
-	p.Y.Min = 0
+	p.Y.Min, p.Y.Max = 0, max(p.Y.Max*1.3, 1)
 	return p.Save(plotW, plotH, path)
 }
 

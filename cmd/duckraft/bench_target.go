@@ -160,6 +160,20 @@ func localDeployment(daemon, dir string, n int) (*deployment, error) {
 	return d, nil
 }
 
+// toLeader points every client of a local cluster at its leader.
+func (d *deployment) toLeader() error {
+	st, err := nodeStatus(d.nodes[0].quack, d.token)
+	if err != nil {
+		return err
+	}
+	l := leaderOf(st, d.nodes)
+	if l == nil {
+		return fmt.Errorf("%s: no leader", d.name)
+	}
+	d.servers = []string{"quack:" + l.quack}
+	return nil
+}
+
 func (d *deployment) close() {
 	if d.nodes != nil {
 		stopBenchCluster(d.nodes)

@@ -181,6 +181,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 5*time.Second, "measuring time per system and client count")
 	clients := fs.String("clients", "1,8,64", "client counts")
 	fs.StringVar(clients, "threads", "1,8,64", "the same as --clients")
+	via := fs.String("via", "leader", "local clusters: send every client to the leader, or spread them over all nodes (followers forward writes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -191,8 +192,11 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 	if *dur <= 0 {
 		return errors.New("--duration must be positive")
 	}
+	if *via != "leader" && *via != "spread" {
+		return fmt.Errorf("--via %q: leader or spread", *via)
+	}
 	ctx := context.Background()
-	systems, err := openWriteSystems(ctx, &bf, stderr)
+	systems, err := openWriteSystems(ctx, &bf, *via == "spread", stderr)
 	defer func() {
 		for _, s := range systems {
 			s.close()
@@ -220,8 +224,10 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 }
 
 // openWriteSystems opens --server's deployment, or the local systems of
-// --systems; on error it returns those opened so far, to be closed.
-func openWriteSystems(ctx context.Context, bf *benchFlags, stderr io.Writer) ([]*writeSystem, error) {
+// --systems, their clients on the leader unless spread, as PostgreSQL's
+// are on its primary; on error it returns those opened so far, to be
+// closed.
+func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr io.Writer) ([]*writeSystem, error) {
 	var out []*writeSystem
 	if servers := bf.serverList(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
@@ -261,6 +267,13 @@ func openWriteSystems(ctx context.Context, bf *benchFlags, stderr io.Writer) ([]
 				return out, err
 			}
 			d.name = sys.String()
+			if !spread {
+				if err := d.toLeader(); err != nil {
+					d.close()
+					cleanup()
+					return out, err
+				}
+			}
 			s, err = duckraftWriteSystem(ctx, d)
 			if err != nil {
 				d.close()
