@@ -23,6 +23,8 @@ type benchReport struct {
 	Bulk        *bulkResult     `json:"bulk,omitempty"`
 	Failover    *failoverResult `json:"failover,omitempty"`
 	Lag         *lagResult      `json:"lag,omitempty"`
+	// Text is a benchmark's Markdown that bench report includes as it is.
+	Text string `json:"-"`
 }
 
 // machineInfo describes where a benchmark ran.
