@@ -82,6 +82,12 @@ func readReport(path string) (*benchReport, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	for _, p := range r.Writes {
+		// The plots put clients and latencies on log scales.
+		if p.Clients < 1 || p.TxPerSec < 0 || p.P50Ms < 0 || p.P99Ms < 0 {
+			return nil, fmt.Errorf("%s: a write point out of range: %+v", path, p)
+		}
+	}
 	switch {
 	case r.Bench == "writes" && len(r.Writes) > 0,
 		r.Bench == "bulk" && r.Bulk != nil,

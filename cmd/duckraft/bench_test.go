@@ -306,6 +306,7 @@ func TestReportRefusesOtherFiles(t *testing.T) {
 		"empty.json":   `{"bench":"writes"}`,
 		"other.json":   `{"bench":"nosuch","writes":[{"system":"x"}]}`,
 		"blank.md":     "  \n",
+		"zero.json":    `{"bench":"writes","writes":[{"system":"x","clients":0,"tx_per_sec":1}]}`,
 	} {
 		f := filepath.Join(dir, name)
 		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
@@ -322,10 +323,10 @@ func TestReportRefusesOtherFiles(t *testing.T) {
 	}
 }
 
-// TestBenchAgainstServer runs bench writes, lag and failover --mode
-// transfer with --server against a real 3-node testcluster for a moment
-// each, and checks their JSON: writes were acknowledged, the lag sampled
-// both followers, leadership moved.
+// TestBenchAgainstServer runs bench writes, lag, failover --mode transfer
+// and reads with --server against a real 3-node testcluster for a moment
+// each, and checks their output: writes were acknowledged, the lag sampled
+// both followers, leadership moved, the scans read every row.
 func TestBenchAgainstServer(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitForLeader(t, 20*time.Second)
@@ -377,9 +378,25 @@ func TestBenchAgainstServer(t *testing.T) {
 		t.Errorf("failover: ack %.2f .. %.2f around %.2f, %.0f ms, %d writes", fo.LastAckSec, fo.FirstAckSec, fo.EventSec, fo.UnavailableMs, fo.Writes)
 	}
 
-	// A wrong token is refused with a clear error, not a hang.
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "writes", "--server", servers[0], "--token", "wrong", "--duration", "1s", "--clients", "1"}, strings.NewReader(""), &stdout, &stderr)
+	code := run([]string{"bench", "reads", "--server", servers[1], "--token", testcluster.Token, "--rows", "20000",
+		"--clients", "2", "--duration", "1s", "--scans", "1", "--split", "2"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "| split over 2 node(s) |") || !strings.Contains(stdout.String(), "queries/s") {
+		t.Errorf("reads: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	// The table is there now: a run with another --rows is refused, not
+	// dropped.
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"bench", "bulk", "--server", servers[0], "--token", testcluster.Token, "--rows", "10", "--runs", "1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "lineitem has 20000 rows") {
+		t.Errorf("bulk with another --rows: exit %d, stderr %q", code, stderr.String())
+	}
+
+	// A wrong token is refused with a clear error, not a hang.
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"bench", "writes", "--server", servers[0], "--token", "wrong", "--duration", "1s", "--clients", "1"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "Authentication failed") {
 		t.Errorf("wrong token: exit %d, stderr %q", code, stderr.String())
 	}
