@@ -48,7 +48,7 @@ fuzz:
 # (about 10 minutes). Each benchmark's length is a variable.
 WRITES_DURATION   ?= 10s
 WRITES_CLIENTS    ?= 1,8,64
-BULK_ROWS         ?= 3000000
+BULK_ROWS         ?= 2000000
 BULK_RUNS         ?= 3
 FAILOVER_DURATION ?= 20s
 LAG_DURATION      ?= 15s

@@ -24,7 +24,7 @@ dsn=$(scripts/bench-peers.sh start "$pgdir")
 "$duckraft" bench writes --duckraftd "$daemon" --pg "$dsn" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
 	--clients "${WRITES_CLIENTS:-1,8,64}" --duration "${WRITES_DURATION:-10s}" --json >"$out/writes.json"
 "$duckraft" bench bulk --duckraftd "$daemon" --pg "$dsn" --systems duckraft-1,duckraft-3,duckdb \
-	--rows "${BULK_ROWS:-3000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
+	--rows "${BULK_ROWS:-2000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
 "$duckraft" bench failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \
 	--duration "${FAILOVER_DURATION:-20s}" --at "${FAILOVER_AT:-8s}" --json >"$out/failover.json"
 "$duckraft" bench lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"

@@ -197,7 +197,7 @@ func ensureLineitem(ctx context.Context, d *deployment, rows int) error {
 	// Every node answers the scan from its own copy: wait until each has
 	// applied the table.
 	if d.nodes != nil {
-		return waitBenchApplied(d, 120*time.Second)
+		return waitBenchApplied(d, 5*time.Minute)
 	}
 	return nil
 }

@@ -248,8 +248,8 @@ func generatedSection(reps []*benchReport, img string, drawn []string) string {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", g.text, g.measured, met)
 		}
 		fmt.Fprintf(&b, "\n### Writes: single-row INSERT transactions, %.0f s per system and client count\n\n", r.DurationSec)
-		b.WriteString("duckraft-N is a local cluster of N duckraftd processes (Raft and DuckDB fsync on), clients spread over its " +
-			"nodes; duckdb is a DuckDB file in the benchmark's process, each INSERT autocommitted; postgres is a primary whose " +
+		b.WriteString("duckraft-N is a local cluster of N duckraftd processes (Raft and DuckDB fsync on), every client on its " +
+			"leader (bench writes --via leader); duckdb is a DuckDB file in the benchmark's process, each INSERT autocommitted; postgres is a primary whose " +
 			"commits wait for a synchronous standby (scripts/bench-peers.sh), through pgx.\n\n")
 		writesPivot(&b, r.Writes, main)
 		b.WriteString("\n")
