@@ -41,13 +41,22 @@ fuzz:
 		done; \
 	done
 
-# bench runs every benchmark of docs/benchmarks.md in turn, each printing a
-# Markdown table with the machine's details: bulk scans against in-process
-# DuckDB, write transactions per second, dashboard reads and split scans.
+# bench runs every benchmark side by side with its peers (PostgreSQL with a
+# synchronous standby, started by scripts/bench-peers.sh and installed from
+# Debian when missing; in-process DuckDB; duckraft with 1 and 3 nodes) and
+# regenerates docs/benchmarks.md's generated section and docs/img/bench-*.png
+# (about 10 minutes). Each benchmark's length is a variable.
+WRITES_DURATION   ?= 10s
+WRITES_CLIENTS    ?= 1,8,64
+BULK_ROWS         ?= 2000000
+BULK_RUNS         ?= 3
+FAILOVER_DURATION ?= 20s
+LAG_DURATION      ?= 15s
+READS_DURATION    ?= 10s
 bench: build
-	$(BIN)/duckraft bench bulk --duckraftd $(BIN)/duckraftd
-	$(BIN)/duckraft bench writes --duckraftd $(BIN)/duckraftd
-	$(BIN)/duckraft bench reads --duckraftd $(BIN)/duckraftd
+	BIN=$(BIN) WRITES_DURATION=$(WRITES_DURATION) WRITES_CLIENTS=$(WRITES_CLIENTS) BULK_ROWS=$(BULK_ROWS) \
+		BULK_RUNS=$(BULK_RUNS) FAILOVER_DURATION=$(FAILOVER_DURATION) LAG_DURATION=$(LAG_DURATION) \
+		READS_DURATION=$(READS_DURATION) ./scripts/bench.sh
 
 # chaos runs the workloads under a seeded, randomized schedule of kills,
 # restarts, pauses, partitions, blackholes and leadership transfers, and

@@ -11,12 +11,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
@@ -24,10 +22,15 @@ import (
 	"github.com/duckraft/duckraft/node/wire"
 )
 
-const benchUsage = `usage: duckraft bench bulk [flags]     SELECT * of a lineitem-shaped table: duckraftd vs in-process Arrow
-       duckraft bench writes [flags]   single-row INSERT transactions/s on a 3-node cluster
+const benchUsage = `usage: duckraft bench bulk [flags]       SELECT * of a lineitem-shaped table: duckraft, in-process DuckDB (Arrow), PostgreSQL (pgx)
+       duckraft bench writes [flags]     single-row INSERT transactions: tx/s, p50, p99 at each client count
+       duckraft bench reads [flags]      dashboard aggregates and split scans through a router
+       duckraft bench failover [flags]   write unavailability when the leader is killed, stopped or transferred
+       duckraft bench lag [flags]        replication lag (leader commit against each follower's applied) under writes
+       duckraft bench report [flags] FILE.json...  docs/benchmarks.md's generated section and its plots
 
-flags:
+Each benchmark but reads runs against --server (a deployment's nodes or router, with --token) or,
+without it, against local clusters it starts; see duckraft bench NAME --help.
 `
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -43,13 +46,25 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		err = benchWrites(args[1:], stdout, stderr)
 	case "reads":
 		err = benchReads(args[1:], stdout, stderr)
+	case "failover":
+		err = benchFailover(args[1:], stdout, stderr)
+	case "lag":
+		err = benchLag(args[1:], stdout, stderr)
+	case "report":
+		err = benchReportCmd(args[1:], stdout, stderr)
 	case "scan":
 		err = benchScan(args[1:], stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, benchUsage)
+		return 0
 	default:
 		fmt.Fprintf(stderr, "duckraft bench: unknown benchmark %q\n", args[0])
 		return 2
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
 		fmt.Fprintln(stderr, "duckraft bench:", err)
 		return 1
 	}
@@ -83,94 +98,6 @@ type scanReport struct {
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	RSS     int64   `json:"rss_bytes"`
-}
-
-func benchBulk(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench bulk", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	rows := fs.Int("rows", 6_000_000, "rows in the table")
-	runs := fs.Int("runs", 5, "runs of each scan; the median is reported")
-	daemon := fs.String("duckraftd", "bin/duckraftd", "duckraftd binary")
-	dir := fs.String("dir", "", "work directory (default: a temporary one, removed afterwards)")
-	protocol := fs.Int("protocol", 1, "Quack generation the client speaks (1 or 3)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	work := *dir
-	if work == "" {
-		d, err := os.MkdirTemp("", "duckraft-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		work = d
-	}
-	local := filepath.Join(work, "local.db")
-	serverData := filepath.Join(work, "server")
-	if err := os.MkdirAll(serverData, 0o755); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "generating %d lineitem rows...\n", *rows)
-	if err := generate(local, *rows); err != nil {
-		return err
-	}
-	if err := copyFile(local, filepath.Join(serverData, "duckraft.db")); err != nil {
-		return err
-	}
-
-	const token = "bench-token-0123456789"
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	srv := exec.Command(*daemon, "--id", "bench", "--data", serverData, "--quack", addr, "--token", token,
-		"--raft", mustFreeAddr(), "--gossip", mustFreeAddr(), "--http", "off", "--log-level", "warn")
-	srv.Stdout, srv.Stderr = io.Discard, stderr
-	if err := srv.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", *daemon, err)
-	}
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		srv.Wait()
-	}()
-	if err := waitForServer(addr, token, 30*time.Second); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	query := "SELECT * FROM lineitem"
-	var quack, arrow []scanReport
-	for i := 0; i < *runs; i++ {
-		q, err := runScan(self, "--mode", "quack", "--server", "quack:"+addr, "--token", token,
-			"--protocol", strconv.Itoa(*protocol), "--query", query)
-		if err != nil {
-			return err
-		}
-		a, err := runScan(self, "--mode", "arrow", "--db", local, "--query", query)
-		if err != nil {
-			return err
-		}
-		if q.Rows != int64(*rows) || a.Rows != int64(*rows) {
-			return fmt.Errorf("row counts differ: duckraftd %d, local %d, want %d", q.Rows, a.Rows, *rows)
-		}
-		fmt.Fprintf(stderr, "run %d: duckraftd %.2fs, local Arrow %.2fs\n", i+1, q.Seconds, a.Seconds)
-		quack, arrow = append(quack, q), append(arrow, a)
-	}
-	serverRSS := peakRSS(srv.Process.Pid)
-	qm, am := median(quack), median(arrow)
-	qRate, aRate := float64(qm.Rows)/qm.Seconds, float64(am.Rows)/am.Seconds
-	fmt.Fprintf(stdout, "## bench bulk: SELECT * FROM lineitem (%d rows, 16 columns), median of %d\n\n", *rows, *runs)
-	fmt.Fprintf(stdout, "%s\n\n", machine())
-	fmt.Fprintln(stdout, "| path | seconds | rows/s | MB/s | peak RSS |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|")
-	fmt.Fprintf(stdout, "| duckraftd over Quack (Q%d, Go client) | %.3f | %.0f | %.0f (wire) | server %s, client %s |\n",
-		*protocol, qm.Seconds, qRate, float64(qm.Bytes)/qm.Seconds/1e6, mib(serverRSS), mib(maxRSS(quack)))
-	fmt.Fprintf(stdout, "| in-process duckdb-go Arrow | %.3f | %.0f | %.0f (Arrow buffers) | %s |\n",
-		am.Seconds, aRate, float64(am.Bytes)/am.Seconds/1e6, mib(maxRSS(arrow)))
-	fmt.Fprintf(stdout, "\nratio duckraftd / local Arrow (rows/s): **%.2f**\n", qRate/aRate)
-	return nil
 }
 
 func generate(path string, rows int) error {
@@ -255,9 +182,6 @@ func runScan(self string, args ...string) (scanReport, error) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		return scanReport{}, fmt.Errorf("scan output %q: %w", out, err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.RSS = ru.Maxrss * 1024
-	}
 	return r, nil
 }
 
@@ -269,6 +193,7 @@ func benchScan(args []string, stdout io.Writer) error {
 	token := fs.String("token", "", "token (mode quack)")
 	protocol := fs.Int("protocol", 1, "Quack generation (mode quack)")
 	db := fs.String("db", "", "DuckDB file (mode arrow)")
+	dsn := fs.String("dsn", "", "PostgreSQL connection string (mode pg)")
 	query := fs.String("query", "", "query to scan")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -280,12 +205,17 @@ func benchScan(args []string, stdout io.Writer) error {
 		r, err = scanQuack(*server, *token, wire.Generation(*protocol), *query)
 	case "arrow":
 		r, err = scanArrow(*db, *query)
+	case "pg":
+		r, err = scanPG(*dsn, *query)
 	default:
 		return fmt.Errorf("unknown mode %q", *mode)
 	}
 	if err != nil {
 		return err
 	}
+	// The high-water mark of this process's own memory: the rusage of a
+	// child counts the parent's at fork, which holds a generated table.
+	r.RSS = peakRSS(os.Getpid())
 	return json.NewEncoder(stdout).Encode(r)
 }
 

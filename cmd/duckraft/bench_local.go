@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 )
@@ -21,7 +20,7 @@ func openLocalDuckDB(path string) (*localDuckDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open local DuckDB: %w", err)
 	}
-	if _, err := db.Exec("CREATE TABLE bench(thread INTEGER, seq BIGINT, payload VARCHAR)"); err != nil {
+	if _, err := db.Exec(benchTableSQL); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create local bench table: %w", err)
 	}
@@ -30,20 +29,29 @@ func openLocalDuckDB(path string) (*localDuckDB, error) {
 
 func (l *localDuckDB) Close() error { return l.db.Close() }
 
-// writeRound runs threads goroutines, each on its own connection inserting
-// one row per autocommitted statement, for d.
-func (l *localDuckDB) writeRound(ctx context.Context, threads int, d time.Duration) (roundResult, error) {
-	conns := make([]*sql.Conn, threads)
-	for i := range conns {
-		c, err := l.db.Conn(ctx)
-		if err != nil {
-			return roundResult{}, err
-		}
-		defer c.Close()
-		conns[i] = c
+// writeSystem gives bench writes sessions of its own connections, each
+// inserting one row per autocommitted statement.
+func (l *localDuckDB) writeSystem() *writeSystem {
+	return &writeSystem{
+		name: "duckdb",
+		sessions: func(ctx context.Context, n int) ([]func(string) error, func(), error) {
+			var conns []*sql.Conn
+			closeAll := func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}
+			var out []func(string) error
+			for range n {
+				c, err := l.db.Conn(ctx)
+				if err != nil {
+					closeAll()
+					return nil, nil, err
+				}
+				conns = append(conns, c)
+				out = append(out, func(q string) error { _, err := c.ExecContext(ctx, q); return err })
+			}
+			return out, closeAll, nil
+		},
 	}
-	return runClients(threads, d, func(i, seq int) error {
-		_, err := conns[i].ExecContext(ctx, insertRow(i, seq))
-		return err
-	}), nil
 }

@@ -51,8 +51,16 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "dashboard clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time of the dashboard load")
 	scans := fs.Int("scans", 3, "bulk scans per setting (the median is reported)")
+	var servers stringList
+	fs.Var(&servers, "server", "a router (or node) of a running deployment, quack:HOST[:PORT]; without it local clusters are started")
+	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "token for --server (env DUCKRAFT_TOKEN)")
+	split := fs.Int("split", 3, "with --server: the nodes a split scan spreads over (SET duckraft_split_scan)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if len(servers) > 0 {
+		bf := benchFlags{servers: servers, token: *token}
+		return benchReadsRemote(bf.serverList(), *token, *rows, *clients, *dur, *scans, *split, stdout, stderr)
 	}
 	var counts []int
 	for _, s := range strings.Split(*replicas, ",") {
@@ -138,6 +146,12 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 // node joining the first through gossip, and waits until the router knows
 // every data node and a leader.
 func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, error) {
+	// The daemons log to a file: no Raft line in the benchmark's output.
+	logf, err := daemonLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
 	var nodes []*readNode
 	var firstGossip string
 	for i := 0; i < voters+replicas+1; i++ {
@@ -161,7 +175,7 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 			args = append(args, "--join", firstGossip)
 		}
 		n.cmd = exec.Command(daemon, args...)
-		n.cmd.Stdout, n.cmd.Stderr = io.Discard, stderr
+		n.cmd.Stdout, n.cmd.Stderr = io.Discard, logf
 		if err := n.cmd.Start(); err != nil {
 			return nodes, fmt.Errorf("start %s: %w", daemon, err)
 		}

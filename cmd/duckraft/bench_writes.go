@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
-	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -28,8 +25,15 @@ type benchNode struct {
 
 // startBenchCluster starts n duckraftd processes on loopback, the first
 // bootstrapping and the others joining it, and waits until the leader
-// counts them all.
-func startBenchCluster(daemon, dir, token string, n int, stderr io.Writer) ([]*benchNode, error) {
+// counts them all. The daemons log to dir/duckraftd.log, so that no Raft
+// line reaches the benchmark's output.
+func startBenchCluster(daemon, dir, token string, n int) ([]*benchNode, error) {
+	logf, err := daemonLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Each child holds its own descriptor of the file.
+	defer logf.Close()
 	var nodes []*benchNode
 	firstGossip := ""
 	for i := 0; i < n; i++ {
@@ -43,7 +47,7 @@ func startBenchCluster(daemon, dir, token string, n int, stderr io.Writer) ([]*b
 			args = append(args, "--join", firstGossip)
 		}
 		cmd := exec.Command(daemon, args...)
-		cmd.Stdout, cmd.Stderr = io.Discard, stderr
+		cmd.Stdout, cmd.Stderr = io.Discard, logf
 		if err := cmd.Start(); err != nil {
 			stopBenchCluster(nodes)
 			return nil, fmt.Errorf("start %s: %w", daemon, err)
@@ -51,28 +55,33 @@ func startBenchCluster(daemon, dir, token string, n int, stderr io.Writer) ([]*b
 		nodes = append(nodes, &benchNode{id: id, quack: quack, cmd: cmd})
 		if err := waitForServer(quack, token, 30*time.Second); err != nil {
 			stopBenchCluster(nodes)
-			return nil, err
+			return nil, fmt.Errorf("%w (logs: %s)", err, filepath.Join(dir, "duckraftd.log"))
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if st, err := nodeStatus(nodes[0].quack, token); err == nil {
-			if l := leaderOf(st, nodes); l != nil {
-				if lst, err := nodeStatus(l.quack, token); err == nil && inRaft(lst) == n {
-					return nodes, nil
-				}
-			}
+	formed := pollUntil(60*time.Second, 200*time.Millisecond, func() bool {
+		st, err := nodeStatus(nodes[0].quack, token)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			stopBenchCluster(nodes)
-			return nil, fmt.Errorf("cluster of %d did not form within 60s", n)
+		l := leaderOf(st, nodes)
+		if l == nil {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
+		lst, err := nodeStatus(l.quack, token)
+		return err == nil && inRaft(lst) == n
+	})
+	if !formed {
+		stopBenchCluster(nodes)
+		return nil, fmt.Errorf("cluster of %d did not form within 60s (logs: %s)", n, filepath.Join(dir, "duckraftd.log"))
 	}
+	return nodes, nil
 }
 
+// stopBenchCluster ends the daemons, resuming any the failover benchmark
+// stopped so that SIGTERM reaches them.
 func stopBenchCluster(nodes []*benchNode) {
 	for _, n := range nodes {
+		n.cmd.Process.Signal(syscall.SIGCONT)
 		n.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, n := range nodes {
@@ -99,132 +108,237 @@ func leaderOf(st nodeapi.Status, nodes []*benchNode) *benchNode {
 	return nil
 }
 
-// benchWrites measures single-row INSERT transactions per second against
-// a 3-node cluster at growing client counts.
+// writePoint is one system at one client count.
+type writePoint struct {
+	System   string  `json:"system"`
+	Clients  int     `json:"clients"`
+	Writes   int     `json:"writes"`
+	TxPerSec float64 `json:"tx_per_sec"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	Errors   int     `json:"errors"`
+	// PerEntry is the writes per Raft log entry: how well the leader
+	// batches. Only duckraft has it.
+	PerEntry float64 `json:"writes_per_raft_entry,omitempty"`
+}
+
+// writeSystem is one system bench writes loads: sessions gives n sessions,
+// each running one autocommitted statement per call.
+type writeSystem struct {
+	name     string
+	sessions func(ctx context.Context, n int) ([]func(sql string) error, func(), error)
+	// commit, when set, is the Raft commit index, to count writes per entry.
+	commit func() (uint64, error)
+	close  func()
+}
+
+const benchTableSQL = "CREATE TABLE IF NOT EXISTS bench(thread INTEGER, seq BIGINT, payload VARCHAR)"
+
+// duckraftWriteSystem loads a deployment: client i talks to server i mod
+// len(servers).
+func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, error) {
+	if err := d.exec(ctx, benchTableSQL); err != nil {
+		return nil, fmt.Errorf("%s: create bench table: %w", d.name, err)
+	}
+	return &writeSystem{
+		name: d.name,
+		sessions: func(ctx context.Context, n int) ([]func(string) error, func(), error) {
+			conns := make([]*client.Conn, 0, n)
+			closeAll := func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}
+			var out []func(string) error
+			for i := range n {
+				c, err := d.connect(ctx, i)
+				if err != nil {
+					closeAll()
+					return nil, nil, err
+				}
+				conns = append(conns, c)
+				out = append(out, func(sql string) error { _, err := c.Exec(ctx, sql); return err })
+			}
+			return out, closeAll, nil
+		},
+		commit: func() (uint64, error) {
+			st, err := d.status(apiAddr(d.servers[0]))
+			return st.Commit, err
+		},
+		close: d.close,
+	}, nil
+}
+
+// benchWrites measures single-row INSERT transactions per second, p50 and
+// p99 at each client count, on each system side by side: the client
+// counts run in turn, every system at one count before the next count, so
+// that a drift in the machine's load leans on none of them.
 func benchWrites(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench writes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	daemon := fs.String("duckraftd", "bin/duckraftd", "duckraftd binary")
-	nodesN := fs.Int("nodes", 3, "cluster size")
-	dur := fs.Duration("duration", 5*time.Second, "measuring time per client count")
-	threads := fs.String("threads", "1,2,4,8,16,32,64", "client thread counts")
-	via := fs.String("via", "leader", "send writes to the leader or to a follower")
-	local := fs.Bool("local", true, "also run each client count against a local DuckDB file in this process, side by side")
+	var bf benchFlags
+	bf.register(fs, "duckraft-3,duckraft-1,duckdb")
+	dur := fs.Duration("duration", 5*time.Second, "measuring time per system and client count")
+	clients := fs.String("clients", "1,8,64", "client counts")
+	fs.StringVar(clients, "threads", "1,8,64", "the same as --clients")
+	via := fs.String("via", "leader", "local clusters: send every client to the leader, or spread them over all nodes (followers forward writes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var counts []int
-	for _, s := range strings.Split(*threads, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("--threads: bad count %q", s)
-		}
-		counts = append(counts, n)
-	}
-	dir, err := os.MkdirTemp("", "duckraft-bench-writes-")
+	counts, err := parseCounts("clients", *clients)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	const token = "bench-token-0123456789"
-	nodes, err := startBenchCluster(*daemon, dir, token, *nodesN, stderr)
-	if err != nil {
-		return err
+	if *dur <= 0 {
+		return errors.New("--duration must be positive")
 	}
-	defer stopBenchCluster(nodes)
-	st, err := nodeStatus(nodes[0].quack, token)
-	if err != nil {
-		return err
-	}
-	target := leaderOf(st, nodes)
-	if target == nil {
-		return fmt.Errorf("no leader")
-	}
-	if *via == "follower" {
-		for _, n := range nodes {
-			if n != target {
-				target = n
-				break
-			}
-		}
+	if *via != "leader" && *via != "spread" {
+		return fmt.Errorf("--via %q: leader or spread", *via)
 	}
 	ctx := context.Background()
-	setup, err := client.Connect(ctx, "quack:"+target.quack, client.Options{Token: token, Generation: wire.Q1})
+	systems, err := openWriteSystems(ctx, &bf, *via == "spread", stderr)
+	defer func() {
+		for _, s := range systems {
+			s.close()
+		}
+	}()
 	if err != nil {
 		return err
 	}
-	if _, err := setup.Exec(ctx, "CREATE TABLE bench(thread INTEGER, seq BIGINT, payload VARCHAR)"); err != nil {
-		return err
-	}
-	setup.Close()
-
-	fmt.Fprintf(stdout, "## bench writes: single-row INSERT transactions, %d-node cluster, fsync on, via the %s\n\n", *nodesN, *via)
-	fmt.Fprintf(stdout, "%s\n\n", machine())
-	header, rule := "| client threads | tx/s | p50 latency | p99 latency | errors | writes per raft entry |", "|---|---|---|---|---|---|"
-	var base *localDuckDB
-	if *local {
-		if base, err = openLocalDuckDB(filepath.Join(dir, "local.duckdb")); err != nil {
-			return err
-		}
-		defer base.Close()
-		header, rule = header+" local DuckDB tx/s | duckraft / local |", rule+"---|---|"
-	}
-	fmt.Fprintln(stdout, header)
-	fmt.Fprintln(stdout, rule)
+	rep := &benchReport{Bench: "writes", Machine: describeMachine(ctx, bf.pg), DurationSec: dur.Seconds()}
+	prog := newBenchProgress(stderr, time.Duration(len(counts)*len(systems))**dur)
+	defer prog.finish()
 	for _, n := range counts {
-		before, err := nodeStatus(target.quack, token)
-		if err != nil {
-			return err
-		}
-		r, err := writeRound(ctx, target.quack, token, n, *dur)
-		if err != nil {
-			return err
-		}
-		after, err := nodeStatus(target.quack, token)
-		if err != nil {
-			return err
-		}
-		perEntry := float64(r.writes) / float64(max(after.Commit-before.Commit, 1))
-		row := fmt.Sprintf("| %d | %.0f | %s | %s | %d | %.1f |", n, r.rate, r.p50.Round(10*time.Microsecond),
-			r.p99.Round(10*time.Microsecond), r.errors, perEntry)
-		fmt.Fprintf(stderr, "%d threads: %.0f tx/s", n, r.rate)
-		if base != nil {
-			l, err := base.writeRound(ctx, n, *dur)
+		for _, s := range systems {
+			prog.begin(fmt.Sprintf("writes: %s, %d clients", s.name, n), *dur)
+			p, err := writePointOf(ctx, s, n, *dur)
+			prog.end()
 			if err != nil {
-				return err
+				return fmt.Errorf("%s at %d clients: %w", s.name, n, err)
 			}
-			row += fmt.Sprintf(" %.0f | %.2f |", l.rate, r.rate/l.rate)
-			fmt.Fprintf(stderr, ", local DuckDB %.0f tx/s", l.rate)
+			rep.Writes = append(rep.Writes, p)
 		}
-		fmt.Fprintln(stdout, row)
-		fmt.Fprintln(stderr)
 	}
-	return nil
+	prog.finish()
+	return rep.print(stdout, bf.json)
 }
+
+// openWriteSystems opens --server's deployment, or the local systems of
+// --systems, their clients on the leader unless spread, as PostgreSQL's
+// are on its primary; on error it returns those opened so far, to be
+// closed.
+func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr io.Writer) ([]*writeSystem, error) {
+	var out []*writeSystem
+	if servers := bf.serverList(); len(servers) > 0 {
+		d, err := remoteDeployment(servers, bf.token)
+		if err != nil {
+			return nil, err
+		}
+		s, err := duckraftWriteSystem(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+		if bf.pg != "" {
+			p, err := openPGWrites(ctx, bf.pg)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	list, err := parseSystems(bf.systems, bf.pg)
+	if err != nil {
+		return nil, err
+	}
+	for _, sys := range list {
+		fmt.Fprintf(stderr, "bench: starting %s\n", sys)
+		var s *writeSystem
+		switch sys.kind {
+		case "duckraft":
+			dir, cleanup, err := benchWorkDir("duckraft-bench-writes-")
+			if err != nil {
+				return out, err
+			}
+			d, err := localDeployment(bf.daemon, dir, sys.nodes)
+			if err != nil {
+				cleanup()
+				return out, err
+			}
+			d.name = sys.String()
+			if !spread {
+				if err := d.toLeader(); err != nil {
+					d.close()
+					cleanup()
+					return out, err
+				}
+			}
+			s, err = duckraftWriteSystem(ctx, d)
+			if err != nil {
+				d.close()
+				cleanup()
+				return out, err
+			}
+			s.close = func() { d.close(); cleanup() }
+		case "duckdb":
+			dir, cleanup, err := benchWorkDir("duckraft-bench-duckdb-")
+			if err != nil {
+				return out, err
+			}
+			l, err := openLocalDuckDB(filepath.Join(dir, "local.duckdb"))
+			if err != nil {
+				cleanup()
+				return out, err
+			}
+			s = l.writeSystem()
+			s.close = func() { l.Close(); cleanup() }
+		case "postgres":
+			if s, err = openPGWrites(ctx, bf.pg); err != nil {
+				return out, err
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// writePointOf runs n sessions of s for d.
+func writePointOf(ctx context.Context, s *writeSystem, n int, d time.Duration) (writePoint, error) {
+	sessions, closeAll, err := s.sessions(ctx, n)
+	if err != nil {
+		return writePoint{}, err
+	}
+	defer closeAll()
+	var before uint64
+	if s.commit != nil {
+		if before, err = s.commit(); err != nil {
+			return writePoint{}, err
+		}
+	}
+	r := runClients(n, d, func(i, seq int) error { return sessions[i](insertRow(i, seq)) })
+	p := writePoint{System: s.name, Clients: n, Writes: r.writes, TxPerSec: r.rate, P50Ms: ms(r.p50), P99Ms: ms(r.p99), Errors: r.errors}
+	if s.commit != nil {
+		after, err := s.commit()
+		if err != nil {
+			return writePoint{}, err
+		}
+		p.PerEntry = float64(r.writes) / float64(max(after-before, 1))
+	}
+	if r.writes == 0 {
+		return p, fmt.Errorf("no write succeeded (%d errors; last: %v)", r.errors, r.lastErr)
+	}
+	return p, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 type roundResult struct {
 	writes   int
 	rate     float64
 	p50, p99 time.Duration
 	errors   int
-}
-
-// writeRound runs threads clients, each inserting one row per transaction,
-// for d.
-func writeRound(ctx context.Context, addr, token string, threads int, d time.Duration) (roundResult, error) {
-	conns := make([]*client.Conn, threads)
-	for i := range conns {
-		c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: token, Generation: wire.Q1})
-		if err != nil {
-			return roundResult{}, err
-		}
-		defer c.Close()
-		conns[i] = c
-	}
-	return runClients(threads, d, func(i, seq int) error {
-		_, err := conns[i].Exec(ctx, insertRow(i, seq))
-		return err
-	}), nil
+	lastErr  error
 }
 
 // insertRow is the statement client i sends as its seq-th transaction.
@@ -238,6 +352,7 @@ func runClients(threads int, d time.Duration, write func(i, seq int) error) roun
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := 0
+	var lastErr error
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(d)
@@ -247,10 +362,12 @@ func runClients(threads int, d time.Duration, write func(i, seq int) error) roun
 			defer wg.Done()
 			var mine []time.Duration
 			bad := 0
+			var last error
 			for seq := 0; time.Now().Before(stop); seq++ {
 				t0 := time.Now()
 				if err := write(i, seq); err != nil {
 					bad++
+					last = err
 					continue
 				}
 				mine = append(mine, time.Since(t0))
@@ -258,20 +375,24 @@ func runClients(threads int, d time.Duration, write func(i, seq int) error) roun
 			mu.Lock()
 			lat = append(lat, mine...)
 			errs += bad
+			if last != nil {
+				lastErr = last
+			}
 			mu.Unlock()
 		}(i)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if len(lat) == 0 {
-		return roundResult{errors: errs}
+		return roundResult{errors: errs, lastErr: lastErr}
 	}
 	slices.Sort(lat)
 	return roundResult{
-		writes: len(lat),
-		rate:   float64(len(lat)) / elapsed.Seconds(),
-		p50:    lat[len(lat)/2],
-		p99:    lat[len(lat)*99/100],
-		errors: errs,
+		writes:  len(lat),
+		rate:    float64(len(lat)) / elapsed.Seconds(),
+		p50:     lat[len(lat)/2],
+		p99:     lat[len(lat)*99/100],
+		errors:  errs,
+		lastErr: lastErr,
 	}
 }

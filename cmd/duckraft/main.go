@@ -34,7 +34,7 @@ const usage = `usage: duckraft [flags]                   interactive shell
        duckraft node remove ID             take a node out of the cluster
        duckraft hash                       every member's applied index and state hash
        duckraft backup --out FILE          a backup of one member's database (a DuckDB file)
-       duckraft bench bulk|writes|reads    benchmarks (see duckraft bench)
+       duckraft bench bulk|writes|reads|failover|lag|report  benchmarks (see duckraft bench)
 
 The flags --server, --token, --format and --protocol go before or after the
 subcommand.
@@ -49,10 +49,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name, args := splitCommand(args, commands)
 	switch name {
 	case "bench":
-		// The benchmarks start clusters of their own: the global flags
-		// mean nothing to them, and their own follow the benchmark's name.
+		// The benchmarks' flags, --server and --token among them, follow
+		// the benchmark's name: without --server they start clusters of
+		// their own, so DUCKRAFT_SERVER must not switch them silently.
 		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
-			fmt.Fprintln(stderr, "duckraft bench: name the benchmark first: duckraft bench bulk|writes|reads [flags]")
+			fmt.Fprintln(stderr, "duckraft bench: name the benchmark first: duckraft bench bulk|writes|reads|failover|lag [--server S --token T] [flags]")
 			return 2
 		}
 		return runBench(args, stdout, stderr)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench.sh: make bench. Starts the PostgreSQL peer (bench-peers.sh), runs
+# every benchmark as JSON side by side with it, and regenerates the
+# generated section of docs/benchmarks.md and its plots under docs/img.
+# Each benchmark's length comes from the environment (Makefile defaults).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${BIN:-bin}
+duckraft="$bin/duckraft"
+daemon="$bin/duckraftd"
+out=$(mktemp -d /tmp/duckraft-bench.XXXXXX)
+# PostgreSQL runs as another user: its directory must not sit under $out,
+# which only root may enter.
+pgdir=$(mktemp -u -d /tmp/duckraft-bench-pg.XXXXXX)
+cleanup() {
+	scripts/bench-peers.sh stop "$pgdir" || true
+	rm -rf "$out"
+}
+trap cleanup EXIT
+
+echo "bench: starting PostgreSQL with a synchronous standby" >&2
+dsn=$(scripts/bench-peers.sh start "$pgdir")
+
+"$duckraft" bench writes --duckraftd "$daemon" --pg "$dsn" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
+	--clients "${WRITES_CLIENTS:-1,8,64}" --duration "${WRITES_DURATION:-10s}" --json >"$out/writes.json"
+"$duckraft" bench bulk --duckraftd "$daemon" --pg "$dsn" --systems duckraft-1,duckraft-3,duckdb \
+	--rows "${BULK_ROWS:-2000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
+"$duckraft" bench failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \
+	--duration "${FAILOVER_DURATION:-20s}" --at "${FAILOVER_AT:-8s}" --json >"$out/failover.json"
+"$duckraft" bench lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"
+"$duckraft" bench reads --duckraftd "$daemon" --duration "${READS_DURATION:-10s}" >"$out/reads.md"
+
+"$duckraft" bench report --doc docs/benchmarks.md --img docs/img \
+	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/lag.json" "$out/reads.md"
+echo "bench: docs/benchmarks.md and docs/img/bench-*.png regenerated" >&2
