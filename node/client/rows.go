@@ -302,12 +302,29 @@ func (r *Rows) fetchLoop() {
 			}
 		case !resp.BatchIndex.Valid:
 			r.err = fmt.Errorf("quack fetch: batch without an index")
+		case r.conn.gen == wire.Q3 && resp.BatchIndex.Value != req.BatchIndex:
+			r.err = fmt.Errorf("quack fetch: asked for batch %d, got batch %d", req.BatchIndex, resp.BatchIndex.Value)
+		case !r.expected(resp.BatchIndex.Value):
+			r.err = fmt.Errorf("quack fetch: batch %d out of order (next %d)", resp.BatchIndex.Value, r.next)
 		default:
 			r.ready[resp.BatchIndex.Value] = fetched{resp.Chunks, resp.Encoded}
 		}
 		r.cond.Broadcast()
 		r.mu.Unlock()
 	}
+}
+
+// expected reports whether a batch of index idx can be one not yet handed
+// out. A Q1 server numbers the batches densely in the order it serves
+// them, so every index below idx went to some FETCH: an index already
+// taken, or further ahead than the fetches in flight and the batches
+// waiting allow, would leave the reader waiting forever for a batch that
+// never comes. Callers hold r.mu.
+func (r *Rows) expected(idx uint64) bool {
+	if _, dup := r.ready[idx]; dup || idx < r.next {
+		return false
+	}
+	return idx < r.next+r.window()+uint64(r.conn.opts.FetchWorkers)
 }
 
 // claimQ3 picks the next unclaimed Q3 batch index for a worker. Callers hold
