@@ -107,7 +107,7 @@ func TestRemoteBadFramingIsAnError(t *testing.T) {
 			b := good(g)
 			// Field 100's row count, a uvarint right after 64 00: 2 becomes
 			// a 3-byte 1<<20.
-			return append(append([]byte{0x64, 0x00, 0x80, 0x80, 0x40}, b[3:]...))
+			return append([]byte{0x64, 0x00, 0x80, 0x80, 0x40}, b[3:]...)
 		},
 	}
 	names := []string{"i", "s"}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/testcluster/bandwidth"
 )
 
 // dashboardQueries are the aggregates a dashboard refreshes: small answers
@@ -51,8 +52,16 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "dashboard clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time of the dashboard load")
 	scans := fs.Int("scans", 3, "bulk scans per setting (the median is reported)")
+	capRate := fs.String("cap", "", "cap each data node's Quack bandwidth with a proxy (e.g. 50MB/s) and compare scans through the router instead (bench_cap.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *capRate != "" {
+		rate, err := bandwidth.ParseRate(*capRate)
+		if err != nil {
+			return err
+		}
+		return benchCap(*daemon, rate, *rows, *scans, stdout, stderr)
 	}
 	var counts []int
 	for _, s := range strings.Split(*replicas, ",") {

@@ -56,6 +56,13 @@ func Listen(addr, target string, rate int64) (*Proxy, error) {
 // Addr is the address the proxy listens on.
 func (p *Proxy) Addr() string { return p.l.Addr().String() }
 
+// SetRate changes the cap of both directions to rate bytes per second; 0
+// lifts it.
+func (p *Proxy) SetRate(rate int64) {
+	p.down.set(rate)
+	p.up.set(rate)
+}
+
 // Sent is how many bytes went from the target to clients.
 func (p *Proxy) Sent() int64 { return p.sent.Load() }
 
@@ -157,24 +164,37 @@ func (p *Proxy) pump(to, from net.Conn, b *bucket, count *atomic.Int64) {
 // Takers may drive it below zero; each then waits until its debt is paid,
 // so concurrent takers together get the rate, in turn.
 type bucket struct {
+	mu          sync.Mutex
 	rate, burst float64
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+	tokens      float64
+	last        time.Time
 }
 
 func newBucket(rate int64) *bucket {
+	b := &bucket{}
+	b.set(rate)
+	return b
+}
+
+// set changes the rate (0: none) and fills the bucket.
+func (b *bucket) set(rate int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	// 50 ms worth of bytes, at least one buffer: smooth at the scale of a
 	// result batch, without a burst that hides the cap.
-	burst := max(float64(rate)/20, bufSize)
-	return &bucket{rate: float64(rate), burst: burst, tokens: burst, last: time.Now()}
+	b.rate = float64(rate)
+	b.burst = max(b.rate/20, bufSize)
+	b.tokens, b.last = b.burst, time.Now()
 }
 
 // wait takes n bytes and sleeps until the bucket has paid for them; false
 // if done closed first.
 func (b *bucket) wait(n int, done <-chan struct{}) bool {
 	b.mu.Lock()
+	if b.rate == 0 {
+		b.mu.Unlock()
+		return true
+	}
 	now := time.Now()
 	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 	b.last = now
