@@ -57,7 +57,23 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	if err := waitApplied(nodes, token, 180*time.Second); err != nil {
 		return err
 	}
+	// cpu is the CPU time of the data nodes together and of the router
+	// per scan, in ms, over the last call of median.
+	var nodeCPU, routerCPU float64
 	median := func(addr string, split int) (float64, error) {
+		before := cpuTimes(nodes)
+		defer func() {
+			after := cpuTimes(nodes)
+			nodeCPU, routerCPU = 0, 0
+			for i := range nodes {
+				ms := float64((after[i] - before[i]).Milliseconds()) / float64(scans)
+				if nodes[i].role == "router" {
+					routerCPU = ms
+				} else {
+					nodeCPU += ms
+				}
+			}
+		}()
 		var rs []float64
 		for range scans {
 			r, _, err := bulkScan(ctx, addr, token, split)
@@ -71,29 +87,33 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "## bench reads --cap %s: %d-row lineitem, 3 voters + 3 replicas, a proxy in front of each node's Quack port\n\n", fmtRate(rate), rows)
 	fmt.Fprintf(stdout, "%s\n\n", machine())
-	fmt.Fprintf(stdout, "| scan | proxies | M rows/s (median of %d) | ratio |\n|---|---|---|---|\n", scans)
+	fmt.Fprintf(stdout, "| scan | proxies | M rows/s (median of %d) | ratio | CPU ms per scan: data nodes, router |\n|---|---|---|---|---|\n", scans)
+	row := func(scan, proxies string, rate float64, ratio string) {
+		fmt.Fprintf(stdout, "| %s | %s | %.2f | %s | %.0f, %.0f |\n", scan, proxies, rate/1e6, ratio, nodeCPU, routerCPU)
+	}
 	// A replica, as the router picks for an unsplit scan.
 	direct, err := median(nodes[3].quack, 1)
 	if err != nil {
 		return err
 	}
+	row("straight from a node", "uncapped", direct, "1")
 	via, err := median(router.quack, 1)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "| straight from a node | uncapped | %.2f | 1 |\n", direct/1e6)
-	fmt.Fprintf(stdout, "| through the router, one node | uncapped | %.2f | **%.2f** of straight (goal ≥ 0.9) |\n", via/1e6, via/direct)
+	row("through the router, one node", "uncapped", via, fmt.Sprintf("**%.2f** of straight (goal ≥ 0.9)", via/direct))
 	setRate(rate)
 	one, err := median(router.quack, 1)
 	if err != nil {
 		return err
 	}
+	row("through the router, one node", fmtRate(rate)+" per node", one, "1")
 	three, err := median(router.quack, 3)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "| through the router, one node | %s per node | %.2f | 1 |\n", fmtRate(rate), one/1e6)
-	fmt.Fprintf(stdout, "| through the router, split over 3 | %s per node | %.2f | **%.2f** of one node (goal ≥ 2.5) |\n\n", fmtRate(rate), three/1e6, three/one)
+	row("through the router, split over 3", fmtRate(rate)+" per node", three, fmt.Sprintf("**%.2f** of one node (goal ≥ 2.5)", three/one))
+	fmt.Fprintln(stdout)
 	for i, p := range proxies {
 		fmt.Fprintf(stdout, "%s sent %.0f MB through its proxy. ", nodes[i].id, float64(p.Sent())/1e6)
 	}
