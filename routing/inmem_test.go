@@ -368,7 +368,7 @@ type inmemRemote struct{ n *inmemNet }
 
 var errRefused = errors.New("dial tcp: connection refused")
 
-func (r inmemRemote) Connect(_ context.Context, addr string) (RemoteSession, error) {
+func (r inmemRemote) Connect(_ context.Context, addr string, _ wire.Generation) (RemoteSession, error) {
 	nd := r.n.byAddr(addr)
 	if nd == nil || nd.down.Load() {
 		if nd != nil {

@@ -20,8 +20,10 @@ import (
 // reads, and the leader's write endpoint. QuackRemote is the real one; the
 // tests' in-memory network connects Executors in one process.
 type Remote interface {
-	// Connect opens a session on the node at addr.
-	Connect(ctx context.Context, addr string) (RemoteSession, error)
+	// Connect opens a session on the node at addr. g is the generation of
+	// the client whose reads it carries, which a Remote should speak if it
+	// can, so that the answers' chunks pass through unchanged.
+	Connect(ctx context.Context, addr string, g wire.Generation) (RemoteSession, error)
 	// Write forwards cmd to the leader at addr (see nodeapi.Client.Write).
 	Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error)
 }
@@ -38,9 +40,11 @@ type RemoteSession interface {
 	Close() error
 }
 
-// QuackRemote reaches other nodes over Quack (Q1, with parallel FETCH) and
+// QuackRemote reaches other nodes over Quack (with parallel FETCH) and
 // their nodeapi write endpoint: sessions with an admin token, writes
-// with the node credential.
+// with the node credential. A session speaks Q3 for a Q3 client and Q1
+// otherwise, and keeps result chunks encoded (client.Options.Encoded), so
+// a client of that generation gets them forwarded as they came.
 type QuackRemote struct {
 	token string
 	tls   *tls.Config
@@ -65,9 +69,12 @@ func NewQuackRemote(token, node string, tlsConfig *tls.Config) *QuackRemote {
 }
 
 // Connect implements Remote.
-func (q *QuackRemote) Connect(ctx context.Context, addr string) (RemoteSession, error) {
+func (q *QuackRemote) Connect(ctx context.Context, addr string, g wire.Generation) (RemoteSession, error) {
 	useTLS := q.tls != nil
-	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: wire.Q1, TLS: &useTLS, TLSConfig: q.tls})
+	if g != wire.Q3 {
+		g = wire.Q1
+	}
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: g, TLS: &useTLS, TLSConfig: q.tls, Encoded: true})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +141,7 @@ func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*r
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	sess, err := e.remote.Connect(cctx, p.QuackAddr)
+	sess, err := e.remote.Connect(cctx, p.QuackAddr, st.gen)
 	if err != nil {
 		e.bal.Suspect(p.ID)
 		return nil, fmt.Errorf("%w: connect to %s at %s: %w", errRemote, p.ID, p.QuackAddr, err)
@@ -253,11 +260,25 @@ type trackedRows struct {
 	done func()
 }
 
-func newTrackedRows(r node.Rows, done func()) *trackedRows {
-	return &trackedRows{Rows: r, done: done}
+// newTrackedRows wraps r; the wrapper hands out encoded chunks if r does.
+func newTrackedRows(r node.Rows, done func()) node.Rows {
+	t := &trackedRows{Rows: r, done: done}
+	if er, ok := r.(node.EncodedRows); ok {
+		return trackedEncodedRows{t, er}
+	}
+	return t
 }
 
 func (r *trackedRows) Close() {
 	r.Rows.Close()
 	r.once.Do(r.done)
+}
+
+type trackedEncodedRows struct {
+	*trackedRows
+	er node.EncodedRows
+}
+
+func (r trackedEncodedRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+	return r.er.NextEncoded(g)
 }

@@ -29,10 +29,27 @@ func (r *staticRows) Next() (*wire.DataChunk, error) {
 	return c, nil
 }
 
-// remoteRows streams a result from another node's Quack server.
+// remoteRows streams a result from another node's Quack server. Toward a
+// client of the generation the remote session speaks, its chunks pass
+// through as they came, checked by the client (client.Options.Encoded) but
+// never decoded; toward another generation each is decoded and encoded
+// again.
 type remoteRows struct{ *client.Rows }
 
 func (r remoteRows) Next() (*wire.DataChunk, error) { return r.NextChunk() }
+
+// NextEncoded implements node.EncodedRows.
+func (r remoteRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+	if g == r.Generation() {
+		return r.Rows.NextEncoded()
+	}
+	c, err := r.NextChunk()
+	if c == nil || err != nil {
+		return nil, 0, err
+	}
+	enc, err := wire.AppendDataChunk(nil, c, g)
+	return enc, c.Rows, err
+}
 
 // successRows is DuckDB's answer to BEGIN, COMMIT, SET and the like: one
 // BOOLEAN column "Success" and no rows.

@@ -4,11 +4,16 @@ import (
 	"sync"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/wal"
 )
 
 // sessionState is what the router remembers per Quack session.
 type sessionState struct {
+	// gen is the generation the session's client speaks, which its
+	// sessions on other nodes speak too where they can.
+	gen wire.Generation
+
 	mu          sync.Mutex
 	consistency Level
 	// lastIndex is the log index of the session's last write: its reads
@@ -40,7 +45,7 @@ func (e *Executor) state(s *node.Session) *sessionState {
 	// A new session starts at what this node knows to be committed, so a
 	// client that connects after another one's write was acknowledged
 	// reads it, wherever its reads run.
-	st := &sessionState{consistency: e.cfg.Consistency, lastIndex: e.cfg.Store.CommitIndex()}
+	st := &sessionState{gen: s.Generation(), consistency: e.cfg.Consistency, lastIndex: e.cfg.Store.CommitIndex()}
 	s.SetValue(stateKey{}, st)
 	return st
 }

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -170,8 +171,15 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 		}()
 	}
 	wg.Wait()
+	for i := 1; i < len(rows) && errs[0] == nil; i++ {
+		if errs[i] == nil && !sameTypes(rows[0].Types(), rows[i].Types()) {
+			// Chunks are checked against their own share's types, so
+			// shares that disagree cannot be merged into one answer.
+			errs[i] = fmt.Errorf("split scan: the share from %s has other column types than the share from %s", peers[i].ID, peers[0].ID)
+		}
+	}
 	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		return newMergedRows(rows), nil
+		return newMergedRows(rows, st.gen), nil
 	}
 	for _, r := range rows {
 		if r != nil {
@@ -179,6 +187,22 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 		}
 	}
 	return nil, errs
+}
+
+// sameTypes reports whether a and b are the same column types, as they
+// would be written on the wire.
+func sameTypes(a, b []wire.LogicalType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		ea, erra := wire.AppendLogicalType(nil, &a[i], wire.Q3)
+		eb, errb := wire.AppendLogicalType(nil, &b[i], wire.Q3)
+		if erra != nil || errb != nil || !bytes.Equal(ea, eb) {
+			return false
+		}
+	}
+	return true
 }
 
 // pinnedRead runs a share of a split scan in a read transaction whose
@@ -235,26 +259,43 @@ func appliedIndex(ctx context.Context, conn *engine.Conn) (uint64, error) {
 
 // mergedRows interleaves the chunks of several results, read concurrently
 // so that every share's node works at once. Order across shares is not
-// kept: a split scan is a multiset.
+// kept: a split scan is a multiset. When every share hands out encoded
+// chunks, the pumps take them encoded in the client's generation gen, so
+// the shares pass through to the client undecoded.
 type mergedRows struct {
-	names  []string
-	types  []wire.LogicalType
-	parts  []node.Rows
-	chunks chan mergedChunk
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
-	left   int
+	names   []string
+	types   []wire.LogicalType
+	parts   []node.Rows
+	gen     wire.Generation
+	encoded bool
+	chunks  chan mergedChunk
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	left    int
 }
 
+// mergedChunk is one chunk of a share, decoded (c) or encoded (enc); both
+// nil mark the share's end.
 type mergedChunk struct {
-	c   *wire.DataChunk
-	err error
+	c    *wire.DataChunk
+	enc  []byte
+	rows int
+	err  error
 }
 
-func newMergedRows(parts []node.Rows) *mergedRows {
-	m := &mergedRows{names: parts[0].Names(), types: parts[0].Types(), parts: parts,
-		chunks: make(chan mergedChunk, len(parts)), stop: make(chan struct{}), left: len(parts)}
+// mergeDepth is how many chunks per share the pumps may hold ahead of the
+// client: enough that a share's node never waits on another share's.
+const mergeDepth = 4
+
+func newMergedRows(parts []node.Rows, gen wire.Generation) *mergedRows {
+	m := &mergedRows{names: parts[0].Names(), types: parts[0].Types(), parts: parts, gen: gen, encoded: true,
+		chunks: make(chan mergedChunk, mergeDepth*len(parts)), stop: make(chan struct{}), left: len(parts)}
+	for _, p := range parts {
+		if _, ok := p.(node.EncodedRows); !ok {
+			m.encoded = false
+		}
+	}
 	for _, p := range parts {
 		m.wg.Add(1)
 		go m.pump(p)
@@ -262,18 +303,23 @@ func newMergedRows(parts []node.Rows) *mergedRows {
 	return m
 }
 
-// pump forwards p's chunks, then a nil chunk for its end. Shares are
-// remote results, whose chunks are fresh allocations that stay valid.
+// pump forwards p's chunks, then an empty mergedChunk for its end. Shares
+// are remote results, whose chunks are fresh allocations that stay valid.
 func (m *mergedRows) pump(p node.Rows) {
 	defer m.wg.Done()
 	for {
-		c, err := p.Next()
+		var mc mergedChunk
+		if m.encoded {
+			mc.enc, mc.rows, mc.err = p.(node.EncodedRows).NextEncoded(m.gen)
+		} else {
+			mc.c, mc.err = p.Next()
+		}
 		select {
-		case m.chunks <- mergedChunk{c, err}:
+		case m.chunks <- mc:
 		case <-m.stop:
 			return
 		}
-		if c == nil || err != nil {
+		if mc.c == nil && mc.enc == nil || mc.err != nil {
 			return
 		}
 	}
@@ -282,18 +328,45 @@ func (m *mergedRows) pump(p node.Rows) {
 func (m *mergedRows) Names() []string           { return m.names }
 func (m *mergedRows) Types() []wire.LogicalType { return m.types }
 
-func (m *mergedRows) Next() (*wire.DataChunk, error) {
+// next returns the next chunk of any share; an empty one at the end.
+func (m *mergedRows) next() (mergedChunk, error) {
 	for m.left > 0 {
 		mc := <-m.chunks
 		if mc.err != nil {
-			return nil, mc.err
+			return mergedChunk{}, mc.err
 		}
-		if mc.c != nil {
-			return mc.c, nil
+		if mc.c != nil || mc.enc != nil {
+			return mc, nil
 		}
 		m.left--
 	}
-	return nil, nil
+	return mergedChunk{}, nil
+}
+
+func (m *mergedRows) Next() (*wire.DataChunk, error) {
+	mc, err := m.next()
+	if err != nil || mc.enc == nil {
+		return mc.c, err
+	}
+	c, err := wire.DecodeDataChunk(wire.NewReader(mc.enc), wire.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("split scan: decode chunk: %w", err)
+	}
+	return c, nil
+}
+
+// NextEncoded implements node.EncodedRows.
+func (m *mergedRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+	if !m.encoded || g != m.gen {
+		c, err := m.Next()
+		if c == nil || err != nil {
+			return nil, 0, err
+		}
+		enc, err := wire.AppendDataChunk(nil, c, g)
+		return enc, c.Rows, err
+	}
+	mc, err := m.next()
+	return mc.enc, mc.rows, err
 }
 
 func (m *mergedRows) Close() {

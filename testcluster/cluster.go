@@ -34,6 +34,7 @@ import (
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
+	"github.com/duckraft/duckraft/testcluster/bandwidth"
 )
 
 // Token is the cluster token every test cluster uses.
@@ -63,6 +64,12 @@ type Options struct {
 	// new cluster from at its first start (duckraftd --restore); the
 	// others join it as usual.
 	Restore string
+	// QuackCap, in bytes per second, puts a bandwidth.Proxy capped at that
+	// rate in front of each node's Quack port: Node.QuackAddr is the
+	// proxy, which the node advertises (duckraftd --quack-advertise), so
+	// routers, other nodes and the test's clients all read through it. 0
+	// caps nothing.
+	QuackCap int64
 }
 
 // Cluster is a set of nodes forming one cluster.
@@ -84,7 +91,10 @@ type Node struct {
 	ID        string
 	Dir       string
 	QuackAddr string
-	RaftAddr  string
+	// quackListen is where the node itself listens when a bandwidth proxy
+	// holds QuackAddr (Options.QuackCap); empty otherwise.
+	quackListen string
+	RaftAddr    string
 	// RaftAdvertise is the address peers dial for Raft when the cluster
 	// runs with Options.Proxy: the proxy in front of RaftAddr.
 	RaftAdvertise string
@@ -137,6 +147,9 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(c.killAll)
+	for _, n := range c.Nodes {
+		c.capQuack(t, n)
+	}
 	if opts.Proxy {
 		c.net = newNetwork(t)
 		t.Cleanup(c.net.close)
@@ -253,8 +266,33 @@ func freeAddr(t testing.TB) string {
 	return ""
 }
 
+// capQuack puts a bandwidth proxy in front of n's Quack port if the
+// cluster caps it (Options.QuackCap).
+func (c *Cluster) capQuack(t testing.TB, n *Node) {
+	t.Helper()
+	if c.opts.QuackCap <= 0 {
+		return
+	}
+	n.quackListen = freeAddr(t)
+	p, err := bandwidth.Listen("127.0.0.1:0", n.quackListen, c.opts.QuackCap)
+	if err != nil {
+		t.Fatalf("quack proxy for %s: %v", n.ID, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	n.QuackAddr = p.Addr()
+}
+
+// listenAddr is where the node's Quack server listens: QuackAddr, or the
+// address behind its bandwidth proxy.
+func (n *Node) listenAddr() string {
+	if n.quackListen != "" {
+		return n.quackListen
+	}
+	return n.QuackAddr
+}
+
 func (n *Node) args(bin string) []string {
-	a := []string{"--id", n.ID, "--data", n.Dir, "--quack", n.QuackAddr, "--raft", n.RaftAddr,
+	a := []string{"--id", n.ID, "--data", n.Dir, "--quack", n.listenAddr(), "--raft", n.RaftAddr,
 		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback",
 		"--voters", strconv.Itoa(n.c.voters)}
 	a = append(a, httpArgs(bin, n.HTTPAddr)...)
@@ -266,6 +304,9 @@ func (n *Node) args(bin string) []string {
 	}
 	if n.RaftAdvertise != "" {
 		a = append(a, "--raft-advertise", n.RaftAdvertise)
+	}
+	if n.quackListen != "" {
+		a = append(a, "--quack-advertise", n.QuackAddr)
 	}
 	if n.restoring() {
 		a = append(a, "--restore", n.c.opts.Restore)
@@ -279,7 +320,7 @@ func (n *Node) config() daemon.Config {
 	cfg := daemon.Config{
 		ID:            n.ID,
 		DataDir:       n.Dir,
-		QuackAddr:     n.QuackAddr,
+		QuackAddr:     n.listenAddr(),
 		RaftAddr:      n.RaftAddr,
 		RaftAdvertise: n.RaftAdvertise,
 		GossipAddr:    n.GossipAddr,
@@ -291,6 +332,9 @@ func (n *Node) config() daemon.Config {
 		GossipTiming:  cluster.LoopbackTiming(),
 		WrapLogStore:  n.faults.wrapLogStore,
 		Now:           n.faults.now,
+	}
+	if n.quackListen != "" {
+		cfg.QuackAdvertise = n.QuackAddr
 	}
 	if n.restoring() {
 		cfg.Restore = n.c.opts.Restore
@@ -321,7 +365,7 @@ func (n *Node) start(t testing.TB) {
 		if bin == "" {
 			bin = n.c.bin
 		}
-		n.run = startProcess(t, n.ID, bin, n.args(bin), &n.log, n.QuackAddr)
+		n.run = startProcess(t, n.ID, bin, n.args(bin), &n.log, n.listenAddr())
 	}
 	n.paused = false
 }
@@ -567,6 +611,7 @@ func (c *Cluster) AddNode(t testing.TB, replica bool) *Node {
 		}
 	}
 	c.Nodes = append(c.Nodes, n)
+	c.capQuack(t, n)
 	if c.net != nil {
 		c.net.add(t, n)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/testcluster/bandwidth"
 )
 
 // dashboardQueries are the aggregates a dashboard refreshes: small answers
@@ -55,8 +56,19 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&servers, "server", "a router (or node) of a running deployment, quack:HOST[:PORT]; without it local clusters are started")
 	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "token for --server (env DUCKRAFT_TOKEN)")
 	split := fs.Int("split", 3, "with --server: the nodes a split scan spreads over (SET duckraft_split_scan)")
+	capRate := fs.String("cap", "", "cap each data node's Quack bandwidth with a proxy (e.g. 50MB/s) and compare scans through the router instead (bench_cap.go); local clusters only")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *capRate != "" {
+		if len(servers) > 0 {
+			return errors.New("--cap starts clusters of its own: it does not go with --server")
+		}
+		rate, err := bandwidth.ParseRate(*capRate)
+		if err != nil {
+			return err
+		}
+		return benchCap(*daemon, rate, *rows, *scans, stdout, stderr)
 	}
 	if len(servers) > 0 {
 		bf := benchFlags{servers: servers, token: *token}

@@ -72,6 +72,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.StringVar(&c.QuackAddr, "quack", "127.0.0.1:9494", "Quack listen address (host:port)")
 	fs.StringVar(&c.RaftAddr, "raft", "127.0.0.1:9495", "Raft listen address (host:port)")
 	fs.StringVar(&c.RaftAdvertise, "raft-advertise", "", "Raft address other nodes dial, if not --raft (tests route Raft through fault-injecting proxies)")
+	fs.StringVar(&c.QuackAdvertise, "quack-advertise", "", "Quack address other nodes and routers dial, if not --quack (tests cap each node's bandwidth with a proxy)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:9497", `operations address (host:port): /livez and /readyz for load balancers, /metrics (Prometheus), /status and the status page, the last two needing the token; "" or "off" disables it`)
 	fs.StringVar(&c.GossipAddr, "gossip", "127.0.0.1:9496", "gossip listen address (host:port)")
 	fs.StringVar(&c.Join, "join", "", "gossip address of a live member to join")

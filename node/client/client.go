@@ -78,6 +78,12 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// ClientVersion and Platform are sent in the handshake.
 	ClientVersion, Platform string
+	// Encoded leaves the chunks of results encoded as they arrived, for a
+	// node that forwards them to a client of the same generation: each is
+	// checked by wire.DecodeBodyEncoded (framing, lengths, the result's
+	// types) but not decoded. Rows.NextEncoded hands them out as they
+	// are; Rows.NextChunk decodes each when asked.
+	Encoded bool
 }
 
 // Conn is one Quack session. Its methods are safe for concurrent use, but
@@ -244,6 +250,13 @@ func (e *httpStatusError) Error() string {
 // roundTrip sends one message and decodes the answer; an ERROR_RESPONSE
 // becomes a *ServerError.
 func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message) (wire.Header, wire.Message, error) {
+	return c.roundTripResult(ctx, g, h, body, nil)
+}
+
+// roundTripResult is roundTrip for requests answered with a result's
+// chunks (PREPARE, FETCH): with Options.Encoded they are checked against
+// types (nil for a PREPARE, whose answer names them) and kept encoded.
+func (c *Conn) roundTripResult(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message, types []wire.LogicalType) (wire.Header, wire.Message, error) {
 	if h.Type != wire.MsgConnectionRequest {
 		h.ConnectionID = c.id
 	}
@@ -278,7 +291,12 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 	if err != nil {
 		return wire.Header{}, nil, fmt.Errorf("decode response header: %w", err)
 	}
-	msg, err := wire.DecodeBody(g, rh.Type, rest, wire.Limits{})
+	var msg wire.Message
+	if c.opts.Encoded && (h.Type == wire.MsgPrepareRequest || h.Type == wire.MsgFetchRequest) {
+		msg, err = wire.DecodeBodyEncoded(g, rh.Type, rest, wire.Limits{}, types)
+	} else {
+		msg, err = wire.DecodeBody(g, rh.Type, rest, wire.Limits{})
+	}
 	if err != nil {
 		return wire.Header{}, nil, fmt.Errorf("decode %v: %w", rh.Type, err)
 	}

@@ -17,15 +17,17 @@ type Rows struct {
 	names []string
 	types []wire.LogicalType
 
-	// queue holds chunks ready to hand out, in order.
+	// queue holds chunks ready to hand out, in order: decoded, or
+	// encoded (enc) with Options.Encoded.
 	queue []*wire.DataChunk
+	enc   [][]byte
 
 	// Parallel fetch state.
 	ctx     context.Context
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	cond    *sync.Cond
-	ready   map[uint64][]*wire.DataChunk
+	ready   map[uint64]fetched
 	next    uint64 // next batch index to hand out
 	end     bool   // some worker saw the end of the result
 	total   uint64 // Q3: batches in the result, known once end is seen
@@ -50,7 +52,7 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	if c.gen != wire.Q1 {
 		req.QueryUUID = wire.RandomUUID()
 	}
-	_, msg, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req)
+	_, msg, err := c.roundTripResult(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +67,10 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 		names:  resp.Names,
 		types:  resp.Types,
 		queue:  resp.Chunks,
+		enc:    resp.Encoded,
 		ctx:    rctx,
 		cancel: cancel,
-		ready:  make(map[uint64][]*wire.DataChunk),
+		ready:  make(map[uint64]fetched),
 		next:   1,
 		end:    !resp.NeedsMoreFetch,
 	}
@@ -87,27 +90,83 @@ func (r *Rows) Names() []string { return r.names }
 // Types returns the column types.
 func (r *Rows) Types() []wire.LogicalType { return r.types }
 
+// fetched is one batch of a result: decoded chunks, or encoded ones with
+// Options.Encoded.
+type fetched struct {
+	chunks []*wire.DataChunk
+	enc    [][]byte
+}
+
+func (f fetched) empty() bool { return len(f.chunks) == 0 && len(f.enc) == 0 }
+
+// fill waits for the next batch once the queue is empty; ok is false at
+// the end of the result.
+func (r *Rows) fill() (ok bool, err error) {
+	for len(r.queue) == 0 && len(r.enc) == 0 {
+		if r.done {
+			return false, r.Err()
+		}
+		b, err := r.nextBatch()
+		if err != nil {
+			return false, err
+		}
+		if b.empty() {
+			r.done = true
+			return false, nil
+		}
+		r.queue, r.enc = b.chunks, b.enc
+	}
+	return true, nil
+}
+
 // NextChunk returns the next chunk of rows, or nil at the end of the result.
 func (r *Rows) NextChunk() (*wire.DataChunk, error) {
-	for len(r.queue) == 0 {
-		if r.done {
-			return nil, r.Err()
-		}
-		chunks, err := r.nextBatch()
+	if ok, err := r.fill(); !ok {
+		return nil, err
+	}
+	if len(r.queue) == 0 {
+		enc := r.popEncoded()
+		c, err := wire.DecodeDataChunk(wire.NewReader(enc), wire.Limits{})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("quack: decode chunk: %w", err)
 		}
-		if chunks == nil {
-			r.done = true
-			return nil, nil
-		}
-		r.queue = chunks
+		return c, nil
 	}
 	c := r.queue[0]
 	r.queue[0] = nil
 	r.queue = r.queue[1:]
 	return c, nil
 }
+
+// NextEncoded returns the next chunk of rows as a DataChunk object in the
+// connection's generation, and its row count; nil at the end of the result.
+// With Options.Encoded these are the bytes as the server sent them (checked
+// by wire.DecodeBodyEncoded); otherwise the decoded chunk is encoded again.
+func (r *Rows) NextEncoded() ([]byte, int, error) {
+	if ok, err := r.fill(); !ok {
+		return nil, 0, err
+	}
+	if len(r.queue) > 0 {
+		c := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		enc, err := wire.AppendDataChunk(nil, c, r.conn.gen)
+		return enc, c.Rows, err
+	}
+	enc := r.popEncoded()
+	n, err := wire.EncodedChunkRows(enc)
+	return enc, n, err
+}
+
+func (r *Rows) popEncoded() []byte {
+	enc := r.enc[0]
+	r.enc[0] = nil
+	r.enc = r.enc[1:]
+	return enc
+}
+
+// Generation returns the generation the result's chunks are encoded in.
+func (r *Rows) Generation() wire.Generation { return r.conn.gen }
 
 // Next advances to the next row; Values then returns it. It returns false at
 // the end of the result or on an error (see Err).
@@ -161,7 +220,7 @@ func (r *Rows) Close() {
 
 // nextBatch returns the chunks of the next batch in order, starting the
 // fetch workers on first use; nil means the result is exhausted.
-func (r *Rows) nextBatch() ([]*wire.DataChunk, error) {
+func (r *Rows) nextBatch() (fetched, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started {
@@ -172,20 +231,20 @@ func (r *Rows) nextBatch() ([]*wire.DataChunk, error) {
 		}
 	}
 	for {
-		if chunks, ok := r.ready[r.next]; ok {
+		if b, ok := r.ready[r.next]; ok {
 			delete(r.ready, r.next)
 			r.next++
 			r.cond.Broadcast()
-			return chunks, nil
+			return b, nil
 		}
 		if r.err != nil {
-			return nil, r.err
+			return fetched{}, r.err
 		}
 		if r.end && (r.workers == 0 || r.total > 0 && r.next > r.total) {
-			return nil, nil
+			return fetched{}, nil
 		}
 		if r.done {
-			return nil, nil
+			return fetched{}, nil
 		}
 		r.cond.Wait()
 	}
@@ -222,7 +281,7 @@ func (r *Rows) fetchLoop() {
 		}
 		r.mu.Unlock()
 
-		_, msg, err := r.conn.roundTrip(r.ctx, r.conn.gen, wire.Header{Type: wire.MsgFetchRequest}, req)
+		_, msg, err := r.conn.roundTripResult(r.ctx, r.conn.gen, wire.Header{Type: wire.MsgFetchRequest}, req, r.types)
 		r.mu.Lock()
 		if err != nil {
 			if r.err == nil && !r.done {
@@ -236,19 +295,36 @@ func (r *Rows) fetchLoop() {
 		switch {
 		case !ok:
 			r.err = fmt.Errorf("quack fetch: unexpected answer %T", msg)
-		case len(resp.Chunks) == 0:
+		case len(resp.Chunks) == 0 && len(resp.Encoded) == 0:
 			r.end = true
 			if resp.TotalBatches.Valid {
 				r.total = resp.TotalBatches.Value
 			}
 		case !resp.BatchIndex.Valid:
 			r.err = fmt.Errorf("quack fetch: batch without an index")
+		case r.conn.gen == wire.Q3 && resp.BatchIndex.Value != req.BatchIndex:
+			r.err = fmt.Errorf("quack fetch: asked for batch %d, got batch %d", req.BatchIndex, resp.BatchIndex.Value)
+		case !r.expected(resp.BatchIndex.Value):
+			r.err = fmt.Errorf("quack fetch: batch %d out of order (next %d)", resp.BatchIndex.Value, r.next)
 		default:
-			r.ready[resp.BatchIndex.Value] = resp.Chunks
+			r.ready[resp.BatchIndex.Value] = fetched{resp.Chunks, resp.Encoded}
 		}
 		r.cond.Broadcast()
 		r.mu.Unlock()
 	}
+}
+
+// expected reports whether a batch of index idx can be one not yet handed
+// out. A Q1 server numbers the batches densely in the order it serves
+// them, so every index below idx went to some FETCH: an index already
+// taken, or further ahead than the fetches in flight and the batches
+// waiting allow, would leave the reader waiting forever for a batch that
+// never comes. Callers hold r.mu.
+func (r *Rows) expected(idx uint64) bool {
+	if _, dup := r.ready[idx]; dup || idx < r.next {
+		return false
+	}
+	return idx < r.next+r.window()+uint64(r.conn.opts.FetchWorkers)
 }
 
 // claimQ3 picks the next unclaimed Q3 batch index for a worker. Callers hold

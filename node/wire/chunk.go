@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 )
@@ -106,6 +107,18 @@ type decoder struct {
 	r      *Reader
 	lim    Limits
 	budget int64 // bytes left for materialising compressed vectors
+
+	// scan is set by DecodeBodyEncoded: chunks are walked and checked in
+	// full but not materialised (see encoded.go), and their bytes are kept
+	// in encoded. Vectors returned in this mode carry no values.
+	scan    bool
+	gen     Generation
+	encoded [][]byte
+	// want, in scan mode, is the canonical encoding of the result's column
+	// types (count first) that every chunk must repeat, and wantTypes
+	// those types; nil until the types are known.
+	want      []byte
+	wantTypes []LogicalType
 }
 
 func newDecoder(r *Reader, lim Limits) *decoder {
@@ -129,16 +142,11 @@ func (d *decoder) chunk() (*DataChunk, error) {
 	if err := r.ExpectField(101); err != nil {
 		return nil, err
 	}
-	n, err := r.ReadCount(5) // the smallest type is 64 00 xx FF FF
+	types, err := d.chunkTypes()
 	if err != nil {
 		return nil, err
 	}
-	types := make([]LogicalType, n)
-	for i := range types {
-		if err := decodeType(r, &types[i], d.lim.MaxDepth); err != nil {
-			return nil, err
-		}
-	}
+	n := len(types)
 	if err := r.ExpectField(102); err != nil {
 		return nil, err
 	}
@@ -160,6 +168,31 @@ func (d *decoder) chunk() (*DataChunk, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// chunkTypes reads the column types of a DataChunk. In scan mode they must
+// be the result's, byte for byte: a member's chunk whose types differ from
+// the answer's header would make a client misread every later byte.
+func (d *decoder) chunkTypes() ([]LogicalType, error) {
+	r := d.r
+	if d.scan && d.want != nil {
+		if !bytes.HasPrefix(r.buf[r.off:], d.want) {
+			return nil, r.errorf(r.off, ErrMalformed, "DataChunk types differ from the result's")
+		}
+		r.off += len(d.want)
+		return d.wantTypes, nil
+	}
+	n, err := r.ReadCount(5) // the smallest type is 64 00 xx FF FF
+	if err != nil {
+		return nil, err
+	}
+	types := make([]LogicalType, n)
+	for i := range types {
+		if err := decodeType(r, &types[i], d.lim.MaxDepth); err != nil {
+			return nil, err
+		}
+	}
+	return types, nil
 }
 
 func checkGeneration(g Generation) error {

@@ -778,7 +778,12 @@ func (d *decoder) body(g Generation, m Message) error {
 			func(d *decoder) error { return d.typeList(1, &m.Types) },
 			func(d *decoder) error { return d.stringList(2, &m.Names) },
 			optBool(3, &m.NeedsMoreFetch),
-			func(d *decoder) error { return d.wrappedChunks(4, &m.Chunks) },
+			func(d *decoder) error {
+				if err := d.expectTypes(m.Types); err != nil {
+					return err
+				}
+				return d.wrappedChunks(4, &m.Chunks)
+			},
 			hugeint(5, &m.UUID),
 		)
 	case *FetchRequest:
@@ -1079,9 +1084,13 @@ func (d *decoder) wrapper() (*DataChunk, error) {
 	if err := r.ExpectField(300); err != nil {
 		return nil, err
 	}
+	start := r.off
 	c, err := d.chunk()
 	if err != nil {
 		return nil, err
+	}
+	if d.scan {
+		d.encoded = append(d.encoded, r.buf[start:r.off])
 	}
 	return c, r.ExpectEnd()
 }
@@ -1097,9 +1106,13 @@ func (d *decoder) blobChunks(n uint64) ([]*DataChunk, error) {
 	}
 	chunks := make([]*DataChunk, n)
 	for i := range chunks {
+		start := r.off
 		var err error
 		if chunks[i], err = d.chunk(); err != nil {
 			return nil, err
+		}
+		if d.scan {
+			d.encoded = append(d.encoded, r.buf[start:r.off])
 		}
 	}
 	return chunks, nil

@@ -342,8 +342,8 @@ func (d *decoder) vector(t *LogicalType, count, depth int) (*Vector, error) {
 		return d.flat(t, count, depth)
 	case vectorConstant:
 		src, err := d.flat(t, 1, depth)
-		if err != nil {
-			return nil, err
+		if err != nil || d.scan {
+			return src, err
 		}
 		if err := d.charge(4 * int64(count)); err != nil {
 			return nil, err
@@ -391,6 +391,14 @@ func (d *decoder) dictionary(t *LogicalType, count, depth int) (*Vector, error) 
 	if err != nil {
 		return nil, err
 	}
+	if d.scan {
+		for i := 0; i < count; i++ {
+			if s := binary.LittleEndian.Uint32(raw[4*i:]); uint64(s) >= n {
+				return nil, r.errorf(off, ErrMalformed, "dictionary index %d beyond %d entries", s, n)
+			}
+		}
+		return dict, nil
+	}
 	if err := d.charge(4 * int64(count)); err != nil {
 		return nil, err
 	}
@@ -430,6 +438,9 @@ func (d *decoder) sequence(t *LogicalType, count int) (*Vector, error) {
 	}
 	if err := r.ExpectEnd(); err != nil {
 		return nil, err
+	}
+	if d.scan {
+		return &Vector{Type: *t, Count: count}, nil
 	}
 	w := phys.width()
 	if err := d.charge(int64(w) * int64(count)); err != nil {
@@ -473,7 +484,11 @@ func (d *decoder) flat(t *LogicalType, count, depth int) (*Vector, error) {
 	phys := t.Physical()
 	switch phys {
 	case PhysicalVarchar:
-		if t.ID != TypeGeometry && r.OptionalField(107) {
+		blob := t.ID != TypeGeometry && r.OptionalField(107)
+		if d.scan && blob != (d.gen >= Q3 && t.ID != TypeGeometry) {
+			return nil, r.errorf(r.off, ErrMalformed, "%s strings in the wrong layout for generation Q%d", t, d.gen)
+		}
+		if blob {
 			err = d.stringsBlob(v)
 		} else {
 			err = d.stringsList(v)
@@ -531,6 +546,9 @@ func (d *decoder) stringsList(v *Vector) error {
 	}
 	if uint64(total) > math.MaxUint32 {
 		return r.errorf(off, ErrLimit, "%d string bytes in one vector", total)
+	}
+	if d.scan {
+		return nil
 	}
 	r.off = start
 	v.Offsets = make([]uint32, n+1)
@@ -591,14 +609,18 @@ func (d *decoder) stringsBlob(v *Vector) error {
 	if v.Bytes, err = r.ReadBlock(int(total.Value)); err != nil {
 		return err
 	}
-	v.Offsets = make([]uint32, v.Count+1)
+	if !d.scan {
+		v.Offsets = make([]uint32, v.Count+1)
+	}
 	var sum uint64
 	for i := 0; i < v.Count; i++ {
 		sum += uint64(binary.LittleEndian.Uint32(lens[4*i:]))
 		if sum > total.Value {
 			return r.errorf(off, ErrMalformed, "string lengths exceed byte_data_length %d", total.Value)
 		}
-		v.Offsets[i+1] = uint32(sum)
+		if !d.scan {
+			v.Offsets[i+1] = uint32(sum)
+		}
 	}
 	if sum != total.Value {
 		return r.errorf(off, ErrMalformed, "string lengths sum to %d, byte_data_length is %d", sum, total.Value)
@@ -656,10 +678,17 @@ func (d *decoder) list(v *Vector, depth int) error {
 	if n != v.Count {
 		return r.errorf(off, ErrMalformed, "%d list entries for %d rows", n, v.Count)
 	}
-	v.Entries = make([]ListEntry, n)
-	for i := range v.Entries {
+	// In scan mode the entries are checked one at a time and not kept.
+	var scratch ListEntry
+	if !d.scan {
+		v.Entries = make([]ListEntry, n)
+	}
+	for i := 0; i < n; i++ {
 		off := r.off
-		le := &v.Entries[i]
+		le := &scratch
+		if !d.scan {
+			le = &v.Entries[i]
+		}
 		if err := r.ExpectField(100); err != nil {
 			return err
 		}

@@ -52,6 +52,10 @@ type Config struct {
 	// RaftAdvertise is the Raft address other nodes dial, if not RaftAddr
 	// (tests route Raft through fault-injecting proxies).
 	RaftAdvertise string
+	// QuackAdvertise is the Quack address other nodes and routers dial, as
+	// gossip carries it, if not QuackAddr (tests put a bandwidth-capping
+	// proxy in front of each node).
+	QuackAdvertise string
 	// Join is the gossip address of a live member to join. A node without
 	// it bootstraps a new cluster unless it already has Raft state.
 	Join string
@@ -712,4 +716,12 @@ func (d *Daemon) skipCheckpoint() {
 	if _, err := conn.Exec(context.Background(), "PRAGMA disable_checkpoint_on_shutdown"); err != nil {
 		d.log.Warn("crash: cannot disable the shutdown checkpoint", "err", err)
 	}
+}
+
+// quackAdvertise is the Quack address gossip carries for this node.
+func (c Config) quackAdvertise() string {
+	if c.QuackAdvertise != "" {
+		return c.QuackAdvertise
+	}
+	return c.QuackAddr
 }

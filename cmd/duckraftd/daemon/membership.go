@@ -54,7 +54,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.QuackAddr, Engine: engine},
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -90,7 +90,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 func startRouterMembership(c Config, gossipKey []byte, load func() uint64, log *slog.Logger) (*membership, error) {
 	m := &membership{self: c.ID, cancel: func() {}, done: make(chan struct{})}
 	close(m.done)
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, QuackAddr: c.QuackAddr}, func() cluster.Status {
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, QuackAddr: c.quackAdvertise()}, func() cluster.Status {
 		return cluster.Status{Load: load()}
 	}, log)
 	if err != nil {

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/testcluster/bandwidth"
+)
+
+// benchCap measures bulk scans of lineitem with a bandwidth proxy in front
+// of every data node's Quack port (duckraftd --quack-advertise names the
+// proxy, so the router reads through it), in two phases on one cluster of
+// 3 voters and 3 replicas:
+//   - caps lifted: a node's scan straight from it against the same scan
+//     through the router, which passes the node's chunks through;
+//   - each node capped at rate: the router's scan from one node against a
+//     split scan over 3.
+func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writer) error {
+	dir, err := os.MkdirTemp("", "duckraft-bench-cap-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	const token = "bench-token-0123456789"
+	nodes, proxies, err := startCappedCluster(daemon, dir, token, 3, 3, stderr)
+	defer func() {
+		stopReadCluster(nodes)
+		for _, p := range proxies {
+			p.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	setRate := func(r int64) {
+		for _, p := range proxies {
+			p.SetRate(r)
+		}
+	}
+	setRate(0)
+	router := nodes[len(nodes)-1]
+	ctx := context.Background()
+	fmt.Fprintf(stderr, "cap: loading %d rows\n", rows)
+	if err := loadLineitem(ctx, router.quack, token, rows); err != nil {
+		return err
+	}
+	if err := waitApplied(nodes, token, 180*time.Second); err != nil {
+		return err
+	}
+	// cpu is the CPU time of the data nodes together and of the router
+	// per scan, in ms, over the last call of median.
+	var nodeCPU, routerCPU float64
+	median := func(addr string, split int) (float64, error) {
+		before := cpuTimes(nodes)
+		defer func() {
+			after := cpuTimes(nodes)
+			nodeCPU, routerCPU = 0, 0
+			for i := range nodes {
+				ms := float64((after[i] - before[i]).Milliseconds()) / float64(scans)
+				if nodes[i].role == "router" {
+					routerCPU = ms
+				} else {
+					nodeCPU += ms
+				}
+			}
+		}()
+		var rs []float64
+		for range scans {
+			r, _, err := bulkScan(ctx, addr, token, split)
+			if err != nil {
+				return 0, err
+			}
+			rs = append(rs, r)
+		}
+		slices.Sort(rs)
+		return rs[len(rs)/2], nil
+	}
+	fmt.Fprintf(stdout, "## bench reads --cap %s: %d-row lineitem, 3 voters + 3 replicas, a proxy in front of each node's Quack port\n\n", fmtRate(rate), rows)
+	fmt.Fprintf(stdout, "%s\n\n", machine())
+	fmt.Fprintf(stdout, "| scan | proxies | M rows/s (median of %d) | ratio | CPU ms per scan: data nodes, router |\n|---|---|---|---|---|\n", scans)
+	row := func(scan, proxies string, rate float64, ratio string) {
+		fmt.Fprintf(stdout, "| %s | %s | %.2f | %s | %.0f, %.0f |\n", scan, proxies, rate/1e6, ratio, nodeCPU, routerCPU)
+	}
+	// A replica, as the router picks for an unsplit scan.
+	direct, err := median(nodes[3].quack, 1)
+	if err != nil {
+		return err
+	}
+	row("straight from a node", "uncapped", direct, "1")
+	via, err := median(router.quack, 1)
+	if err != nil {
+		return err
+	}
+	row("through the router, one node", "uncapped", via, fmt.Sprintf("**%.2f** of straight (goal ≥ 0.9)", via/direct))
+	setRate(rate)
+	one, err := median(router.quack, 1)
+	if err != nil {
+		return err
+	}
+	row("through the router, one node", fmtRate(rate)+" per node", one, "1")
+	three, err := median(router.quack, 3)
+	if err != nil {
+		return err
+	}
+	row("through the router, split over 3", fmtRate(rate)+" per node", three, fmt.Sprintf("**%.2f** of one node (goal ≥ 2.5)", three/one))
+	fmt.Fprintln(stdout)
+	for i, p := range proxies {
+		fmt.Fprintf(stdout, "%s sent %.0f MB through its proxy. ", nodes[i].id, float64(p.Sent())/1e6)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func fmtRate(r int64) string { return fmt.Sprintf("%gMB/s", float64(r)/1e6) }
+
+// loadLineitem creates the lineitem table through addr.
+func loadLineitem(ctx context.Context, addr, token string, rows int) error {
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: token, Generation: wire.Q1})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, strings.Replace(lineitemSQL, "ROWS", strconv.Itoa(rows), 1)); err != nil {
+		return fmt.Errorf("create lineitem: %w", err)
+	}
+	return nil
+}
+
+// startCappedCluster is startReadCluster with a bandwidth proxy, uncapped
+// until told, in front of each data node: a node's quack address in the
+// result is its proxy's.
+func startCappedCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, []*bandwidth.Proxy, error) {
+	var nodes []*readNode
+	var proxies []*bandwidth.Proxy
+	var firstGossip string
+	for i := 0; i < voters+replicas+1; i++ {
+		n := &readNode{id: fmt.Sprintf("n%d", i+1), quack: mustFreeAddr(), role: "voter"}
+		listen := n.quack
+		gossip := mustFreeAddr()
+		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", listen, "--gossip", gossip,
+			"--token", token, "--http", "off", "--log-level", "warn"}
+		if i == voters+replicas {
+			n.role, n.id = "router", "router"
+			args = append(args, "--router")
+		} else {
+			p, err := bandwidth.Listen("127.0.0.1:0", listen, 1)
+			if err != nil {
+				return nodes, proxies, err
+			}
+			p.SetRate(0)
+			proxies = append(proxies, p)
+			n.quack = p.Addr()
+			args = append(args, "--raft", mustFreeAddr(), "--quack-advertise", n.quack)
+			if i >= voters {
+				n.role = "replica"
+				args = append(args, "--replica")
+			}
+		}
+		if i == 0 {
+			firstGossip = gossip
+		} else {
+			args = append(args, "--join", firstGossip)
+		}
+		n.cmd = exec.Command(daemon, args...)
+		n.cmd.Stdout, n.cmd.Stderr = io.Discard, stderr
+		if err := n.cmd.Start(); err != nil {
+			return nodes, proxies, fmt.Errorf("start %s: %w", daemon, err)
+		}
+		nodes = append(nodes, n)
+		if err := waitForServer(listen, token, 30*time.Second); err != nil {
+			return nodes, proxies, err
+		}
+	}
+	router := nodes[len(nodes)-1]
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := nodeStatus(router.quack, token)
+		if err == nil && st.LeaderID != "" {
+			data := 0
+			for _, m := range st.Members {
+				if m.Role != "router" && m.State == "alive" {
+					data++
+				}
+			}
+			if data == voters+replicas {
+				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas {
+					return nodes, proxies, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nodes, proxies, fmt.Errorf("cluster of %d voters and %d replicas did not form within 60s", voters, replicas)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,165 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// randChunks returns a few random chunks of one set of column types.
+func randChunks(rng *rand.Rand, g Generation) ([]LogicalType, []*DataChunk) {
+	var types []LogicalType
+	for range 1 + rng.IntN(4) {
+		types = append(types, randType(rng, g, 0))
+	}
+	var chunks []*DataChunk
+	for range 1 + rng.IntN(3) {
+		rows := []int{0, 1, 3, 64, 65, 130}[rng.IntN(6)]
+		c := &DataChunk{Rows: rows}
+		for _, t := range types {
+			c.Columns = append(c.Columns, randVector(rng, t, rows))
+		}
+		chunks = append(chunks, c)
+	}
+	return types, chunks
+}
+
+// TestDecodeBodyEncodedKeepsChunkBytes checks that the chunks a
+// PREPARE_RESPONSE or FETCH_RESPONSE carries come out of DecodeBodyEncoded
+// as exactly the bytes AppendDataChunk wrote, and that a message built from
+// them again is byte-equal to the original: forwarding equals decoding and
+// re-encoding.
+func TestDecodeBodyEncodedKeepsChunkBytes(t *testing.T) {
+	for _, g := range []Generation{Q1, Q2, Q3} {
+		rng := rand.New(rand.NewPCG(uint64(g), 7))
+		for iter := 0; iter < 300; iter++ {
+			types, chunks := randChunks(rng, g)
+			var want [][]byte
+			for _, c := range chunks {
+				enc, err := AppendDataChunk(nil, c, g)
+				if err != nil {
+					t.Fatalf("Q%d iter %d: %v", g, iter, err)
+				}
+				want = append(want, enc)
+			}
+			names := make([]string, len(types))
+			msgs := []Message{
+				&PrepareResponse{Types: types, Names: names, NeedsMoreFetch: true, Chunks: chunks},
+				&FetchResponse{Chunks: chunks, BatchIndex: Idx(3)},
+			}
+			for _, m := range msgs {
+				b, err := AppendMessage(nil, g, Header{Type: m.Type()}, m)
+				if err != nil {
+					t.Fatalf("Q%d iter %d: %v", g, iter, err)
+				}
+				h, r, err := DecodeHeader(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := DecodeBodyEncoded(g, h.Type, r, Limits{}, types)
+				if err != nil {
+					t.Fatalf("Q%d iter %d %s: %v", g, iter, h.Type, err)
+				}
+				var enc [][]byte
+				switch got := got.(type) {
+				case *PrepareResponse:
+					enc = got.Encoded
+				case *FetchResponse:
+					enc = got.Encoded
+				}
+				if len(enc) != len(want) {
+					t.Fatalf("Q%d iter %d %s: %d chunks, want %d", g, iter, h.Type, len(enc), len(want))
+				}
+				for i := range want {
+					if !bytes.Equal(enc[i], want[i]) {
+						t.Fatalf("Q%d iter %d %s: chunk %d differs", g, iter, h.Type, i)
+					}
+					if n, err := EncodedChunkRows(enc[i]); err != nil || n != chunks[i].Rows {
+						t.Fatalf("EncodedChunkRows = %d, %v; want %d", n, err, chunks[i].Rows)
+					}
+				}
+				again, err := AppendMessage(nil, g, h, got)
+				if err != nil || !bytes.Equal(again, b) {
+					t.Fatalf("Q%d iter %d %s: forwarded message differs from the original (%v)", g, iter, h.Type, err)
+				}
+			}
+		}
+	}
+}
+
+// TestDecodeBodyEncodedRefusesBadFraming feeds every truncation and many
+// corruptions of a FETCH_RESPONSE to DecodeBodyEncoded: each is an error or
+// chunks the full decoder accepts too, never a panic.
+func TestDecodeBodyEncodedRefusesBadFraming(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, g := range []Generation{Q1, Q3} {
+		for iter := 0; iter < 20; iter++ {
+			types, chunks := randChunks(rng, g)
+			b, err := AppendMessage(nil, g, Header{Type: MsgFetchResponse}, &FetchResponse{Chunks: chunks, BatchIndex: Idx(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, r, err := DecodeHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := b[r.Offset():]
+			for n := 0; n < len(body); n++ {
+				if _, err := DecodeBodyEncoded(g, MsgFetchResponse, NewReader(body[:n]), Limits{}, types); err == nil {
+					t.Fatalf("Q%d: body truncated to %d of %d bytes accepted", g, n, len(body))
+				}
+			}
+			for range 200 {
+				bad := bytes.Clone(body)
+				bad[rng.IntN(len(bad))] ^= byte(1 + rng.IntN(255))
+				m, err := DecodeBodyEncoded(g, MsgFetchResponse, NewReader(bad), Limits{}, types)
+				if err != nil {
+					continue
+				}
+				for _, c := range m.(*FetchResponse).Encoded {
+					if _, err := DecodeDataChunk(NewReader(c), Limits{}); err != nil {
+						t.Fatalf("Q%d: a chunk passed the check but does not decode: %v", g, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeBodyEncodedChecksTypesAndLayout(t *testing.T) {
+	c := chunkExample()
+	types := make([]LogicalType, len(c.Columns))
+	for i, col := range c.Columns {
+		types[i] = col.Type
+	}
+	other := append([]LogicalType{{ID: TypeBigInt}}, types[1:]...)
+	q1, _ := AppendDataChunk(nil, c, Q1)
+	tests := []struct {
+		name  string
+		g     Generation
+		types []LogicalType
+		enc   []byte
+	}{
+		{"types differ from the result's", Q1, other, q1},
+		{"list-layout strings in Q3", Q3, types, q1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := AppendMessage(nil, Q1, Header{Type: MsgFetchResponse}, &FetchResponse{Encoded: [][]byte{tt.enc}, BatchIndex: Idx(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.g == Q3 {
+				b, err = AppendMessage(nil, Q3, Header{Type: MsgFetchResponse}, &FetchResponse{Encoded: [][]byte{tt.enc}, BatchIndex: Idx(1)})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, r, _ := DecodeHeader(b)
+			if _, err := DecodeBodyEncoded(tt.g, MsgFetchResponse, r, Limits{}, tt.types); !errors.Is(err, ErrMalformed) {
+				t.Errorf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
