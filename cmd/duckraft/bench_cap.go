@@ -181,26 +181,5 @@ func startCappedCluster(daemon, dir, token string, voters, replicas int, stderr 
 			return nodes, proxies, err
 		}
 	}
-	router := nodes[len(nodes)-1]
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, err := nodeStatus(router.quack, token)
-		if err == nil && st.LeaderID != "" {
-			data := 0
-			for _, m := range st.Members {
-				if m.Role != "router" && m.State == "alive" {
-					data++
-				}
-			}
-			if data == voters+replicas {
-				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas {
-					return nodes, proxies, nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return nodes, proxies, fmt.Errorf("cluster of %d voters and %d replicas did not form within 60s", voters, replicas)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return nodes, proxies, waitFormed(nodes, token, voters, replicas)
 }

@@ -86,23 +86,12 @@ func benchFailover(args []string, stdout, stderr io.Writer) error {
 		if *mode == "" {
 			*mode = failoverKill
 		}
-		systems, err := parseSystems(bf.systems, "")
-		if err != nil {
+		var stop func()
+		var err error
+		if d, stop, err = localCluster(bf, "failover", 3, stderr); err != nil {
 			return err
 		}
-		if len(systems) != 1 || systems[0].kind != "duckraft" || systems[0].nodes < 3 {
-			return errors.New("--systems: failover needs one duckraft-N cluster of 3 nodes or more")
-		}
-		dir, cleanup, err := benchWorkDir("duckraft-bench-failover-")
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		fmt.Fprintf(stderr, "bench: starting %s\n", systems[0])
-		if d, err = localDeployment(bf.daemon, dir, systems[0].nodes); err != nil {
-			return err
-		}
-		defer d.close()
+		defer stop()
 	}
 	switch *mode {
 	case failoverKill, failoverStop, failoverTransfer:

@@ -62,23 +62,12 @@ func benchLag(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		systems, err := parseSystems(bf.systems, "")
-		if err != nil {
+		var stop func()
+		var err error
+		if d, stop, err = localCluster(bf, "lag", 2, stderr); err != nil {
 			return err
 		}
-		if len(systems) != 1 || systems[0].kind != "duckraft" || systems[0].nodes < 2 {
-			return errors.New("--systems: lag needs one duckraft-N cluster of 2 nodes or more")
-		}
-		dir, cleanup, err := benchWorkDir("duckraft-bench-lag-")
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		fmt.Fprintf(stderr, "bench: starting %s\n", systems[0])
-		if d, err = localDeployment(bf.daemon, dir, systems[0].nodes); err != nil {
-			return err
-		}
-		defer d.close()
+		defer stop()
 	}
 	members, leader, err := d.members()
 	if err != nil {

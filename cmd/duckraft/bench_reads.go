@@ -196,6 +196,12 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 			return nodes, err
 		}
 	}
+	return nodes, waitFormed(nodes, token, voters, replicas)
+}
+
+// waitFormed waits until the router, the last of nodes, sees voters+replicas
+// data nodes alive and the leader has them all in Raft.
+func waitFormed(nodes []*readNode, token string, voters, replicas int) error {
 	router := nodes[len(nodes)-1]
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -209,12 +215,12 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 			}
 			if data == voters+replicas {
 				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas {
-					return nodes, nil
+					return nil
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return nodes, fmt.Errorf("cluster of %d voters and %d replicas did not form within 60s", voters, replicas)
+			return fmt.Errorf("cluster of %d voters and %d replicas did not form within 60s", voters, replicas)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -174,6 +174,29 @@ func (d *deployment) toLeader() error {
 	return nil
 }
 
+// localCluster starts the one duckraft-N cluster of at least minNodes nodes
+// that --systems names, for the benchmark what, in a work directory of its
+// own; stop ends the cluster and removes the directory.
+func localCluster(bf benchFlags, what string, minNodes int, stderr io.Writer) (d *deployment, stop func(), err error) {
+	systems, err := parseSystems(bf.systems, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(systems) != 1 || systems[0].kind != "duckraft" || systems[0].nodes < minNodes {
+		return nil, nil, fmt.Errorf("--systems: %s needs one duckraft-N cluster of %d nodes or more", what, minNodes)
+	}
+	dir, cleanup, err := benchWorkDir("duckraft-bench-" + what + "-")
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "bench: starting %s\n", systems[0])
+	if d, err = localDeployment(bf.daemon, dir, systems[0].nodes); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return d, func() { d.close(); cleanup() }, nil
+}
+
 func (d *deployment) close() {
 	if d.nodes != nil {
 		stopBenchCluster(d.nodes)
