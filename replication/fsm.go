@@ -31,6 +31,7 @@ var metaDDL = []string{
 	// Lookups are served from memory (keyCache); an index would only slow
 	// down every insert.
 	`DROP INDEX IF EXISTS ` + metaSchema + `.keys_key`,
+	stagesDDL,
 }
 
 // applyRetries bounds how often a batch that failed for a node-local reason
@@ -395,7 +396,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 		res := &wal.Result{Index: p.index}
 		err, ok := failed[k]
 		if !ok {
-			if err = f.applyEntry(ctx, p.cmd.Entry, res); err != nil {
+			if err = f.applyEntry(ctx, p.cmd.Entry, p.cmd.Timestamp, res); err != nil {
 				if nodeLocal(err) || !f.conn.InTransaction() {
 					return -1, fmt.Errorf("entry %d: %w", p.index, err)
 				}
@@ -434,8 +435,9 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 // pruneEvery is how many log indexes pass between prunes of old keys.
 const pruneEvery = 1024
 
-// applyEntry applies one entry, adding its effects to res.
-func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *wal.Result) error {
+// applyEntry applies one entry of a command stamped ts, adding its effects
+// to res.
+func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, ts int64, res *wal.Result) error {
 	switch e := e.(type) {
 	case wal.Statement:
 		return f.applyStatement(ctx, e, res)
@@ -456,10 +458,16 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, res *wal.Result) erro
 		res.RowsChanged += int64(c.Rows)
 	case wal.Txn:
 		for i, sub := range e.Entries {
-			if err := f.applyEntry(ctx, sub, res); err != nil {
+			if err := f.applyEntry(ctx, sub, ts, res); err != nil {
 				return fmt.Errorf("txn entry %d: %w", i, err)
 			}
 		}
+	case wal.Stage:
+		return f.applyStage(ctx, e, ts, res)
+	case wal.Staged:
+		return f.applyStaged(ctx, e, res)
+	case wal.Unstage:
+		return f.applyUnstage(ctx, e)
 	case wal.NoOp:
 	}
 	return nil

@@ -261,6 +261,9 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 	if err := s.writeTable(w, []string{metaSchema}, "keys"); err != nil {
 		return err
 	}
+	if err := s.writeStages(w); err != nil {
+		return err
+	}
 	after, err := s.rows(afterQuery)
 	if err != nil {
 		return err
@@ -269,6 +272,30 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 		return err
 	}
 	return w.frame(frameEnd, binary.AppendUvarint(nil, uint64(w.frames)))
+}
+
+// stageTablesQuery lists the staging tables of open transactions (stage.go)
+// with their DDL.
+const stageTablesQuery = `SELECT table_name, sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = '` +
+	metaSchema + `' AND starts_with(table_name, 'stage_') ORDER BY table_oid`
+
+// writeStages writes the rows staged by transactions not yet committed, and
+// the list of stages: a node restored from the snapshot must be able to
+// commit them as every other node does.
+func (s *fsmSnapshot) writeStages(w *frameWriter) error {
+	tables, err := s.rows(stageTablesQuery)
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if err := w.frame(frameSQL, appendLenBytes(appendLenBytes(nil, []byte(metaSchema)), []byte(t[1]))); err != nil {
+			return err
+		}
+		if err := s.writeTable(w, []string{metaSchema}, t[0]); err != nil {
+			return err
+		}
+	}
+	return s.writeTable(w, []string{metaSchema}, "stages")
 }
 
 // schemaPaths maps each schema's oid to its path, outermost first.
@@ -528,6 +555,8 @@ var dropQueries = []string{
 		FROM duckdb_schemas() o JOIN paths p ON p.oid = o.oid AND p.top <> '` + metaSchema + `' WHERE NOT o.internal
 		ORDER BY p.depth DESC`,
 	`SELECT 'DELETE FROM ` + metaSchema + `.keys'`,
+	`SELECT 'DROP TABLE ` + metaSchema + `.' || table_name FROM (` + stageTablesQuery + `)`,
+	`SELECT 'DELETE FROM ` + metaSchema + `.stages'`,
 }
 
 // restoreSnapshot replaces the database with the snapshot read from r, in

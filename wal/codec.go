@@ -114,6 +114,36 @@ func appendEntry(dst []byte, e Entry, top bool) ([]byte, error) {
 			}
 		}
 	case NoOp:
+	case Stage:
+		if !top {
+			return nil, fmt.Errorf("%w: stage inside txn", ErrInvalid)
+		}
+		if len(e.Chunks) == 0 {
+			return nil, fmt.Errorf("%w: stage without chunks", ErrInvalid)
+		}
+		dst = binary.AppendUvarint(dst, e.ID)
+		dst = binary.AppendUvarint(dst, uint64(e.Part))
+		dst = binary.AppendUvarint(dst, e.Offset)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Chunks)))
+		for _, c := range e.Chunks {
+			dst = appendBytes(dst, c)
+		}
+	case Staged:
+		dst = binary.AppendUvarint(dst, e.ID)
+		dst = binary.AppendUvarint(dst, uint64(e.Part))
+		dst = binary.AppendUvarint(dst, e.Rows)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Parents)))
+		for _, p := range e.Parents {
+			dst = appendString(dst, p)
+		}
+		dst = appendString(dst, e.Schema)
+		dst = appendString(dst, e.Table)
+	case Unstage:
+		if !top {
+			return nil, fmt.Errorf("%w: unstage inside txn", ErrInvalid)
+		}
+		dst = binary.AppendUvarint(dst, e.ID)
+		dst = binary.AppendVarint(dst, e.IdleBefore)
 	default:
 		return nil, fmt.Errorf("%w: unknown entry type %T", ErrInvalid, e)
 	}
@@ -363,9 +393,52 @@ func (d *decoder) entry(top bool) Entry {
 			return nil
 		}
 		return NoOp{}
+	case KindStage:
+		if !top {
+			d.fail("stage inside txn")
+			return nil
+		}
+		s := Stage{ID: d.uvarint("stage id"), Part: d.part(), Offset: d.uvarint("stage offset")}
+		n := d.count("stage chunks")
+		if d.err == nil && n == 0 {
+			d.fail("stage without chunks")
+		}
+		if d.err != nil {
+			return nil
+		}
+		s.Chunks = make([][]byte, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			s.Chunks = append(s.Chunks, append([]byte(nil), d.bytes("stage chunk", math.MaxUint64)...))
+		}
+		return s
+	case KindStaged:
+		s := Staged{ID: d.uvarint("stage id"), Part: d.part(), Rows: d.uvarint("staged rows")}
+		n := d.count("parent schemas")
+		for i := 0; i < n && d.err == nil; i++ {
+			s.Parents = append(s.Parents, d.string("parent schema"))
+		}
+		s.Schema = d.string("schema")
+		s.Table = d.string("table")
+		return s
+	case KindUnstage:
+		if !top {
+			d.fail("unstage inside txn")
+			return nil
+		}
+		return Unstage{ID: d.uvarint("stage id"), IdleBefore: d.varint("idle before")}
 	}
 	d.fail("unknown entry kind %d", kind)
 	return nil
+}
+
+// part reads a stage part number.
+func (d *decoder) part() uint32 {
+	v := d.uvarint("stage part")
+	if v > math.MaxUint32 {
+		d.fail("stage part %d out of range", v)
+		return 0
+	}
+	return uint32(v)
 }
 
 func (d *decoder) param() Param {

@@ -28,6 +28,22 @@ func sampleBatch() Batch {
 	}}
 }
 
+// stagingBatch holds the entries that load a transaction's rows ahead of
+// its commit.
+func stagingBatch() Batch {
+	return Batch{Commands: []Command{
+		{Timestamp: 10, Key: []byte("k1"), Entry: Stage{ID: math.MaxUint64, Part: 3, Offset: 4096, Chunks: [][]byte{{1, 2}, {3}}}},
+		{Timestamp: 11, Entry: Txn{Entries: []Entry{
+			Statement{SQL: "CREATE TABLE t (i INTEGER)"},
+			Staged{ID: 7, Part: 0, Rows: 6144, Schema: "main", Table: "t"},
+			Staged{ID: 7, Part: 1, Rows: 1, Schema: "b", Parents: []string{"a"}, Table: "u"},
+		}}},
+		{Timestamp: 12, Entry: Staged{ID: 8, Rows: 0, Schema: "s", Table: "t"}},
+		{Timestamp: 13, Entry: Unstage{ID: 7, IdleBefore: math.MaxInt64}},
+		{Entry: Unstage{ID: 9, IdleBefore: -1}},
+	}}
+}
+
 func TestRoundTrip(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -36,6 +52,7 @@ func TestRoundTrip(t *testing.T) {
 		{"empty", Batch{}},
 		{"noop", Batch{Commands: []Command{{Entry: NoOp{}}}}},
 		{"sample", sampleBatch()},
+		{"staging", stagingBatch()},
 		{"empty txn", Batch{Commands: []Command{{Timestamp: -5, Entry: Txn{}}}}},
 	}
 	for _, tt := range tests {
@@ -79,6 +96,9 @@ func TestEncodeInvalid(t *testing.T) {
 		{"noop in txn", Command{Entry: Txn{Entries: []Entry{NoOp{}}}}},
 		{"nil in txn", Command{Entry: Txn{Entries: []Entry{nil}}}},
 		{"long key", Command{Key: make([]byte, MaxKeyLen+1), Entry: NoOp{}}},
+		{"stage in txn", Command{Entry: Txn{Entries: []Entry{Stage{Chunks: [][]byte{{1}}}}}}},
+		{"stage without chunks", Command{Entry: Stage{ID: 1}}},
+		{"unstage in txn", Command{Entry: Txn{Entries: []Entry{Unstage{ID: 1}}}}},
 		{"bad param", Command{Entry: Statement{SQL: "x", Params: []Param{{typ: 200}}}}},
 	}
 	for _, tt := range tests {
@@ -128,6 +148,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad flags", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindStatement), 0, 0x80, 0, 0, 0, 0, 0}), ErrCorrupt},
 		{"nested append without parents", reseal([]byte{Version, recordBatch, 1, 0, 0, tagNestedAppend, 0, 1, 's', 1, 't', 0, 0, 0, 0, 0}), ErrCorrupt},
 		{"nested txn", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindTxn), 1, byte(KindTxn), 0, 0, 0, 0, 0}), ErrCorrupt},
+		{"stage in txn", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindTxn), 1, byte(KindStage), 1, 0, 0, 1, 1, 9, 0, 0, 0, 0}), ErrCorrupt},
+		{"stage without chunks", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindStage), 1, 0, 0, 0, 0, 0, 0, 0}), ErrCorrupt},
+		{"stage part too large", reseal(append(append([]byte{Version, recordBatch, 1, 0, 0, byte(KindStage), 1},
+			binary.AppendUvarint(nil, math.MaxUint32+1)...), 0, 1, 1, 9, 0, 0, 0, 0)), ErrCorrupt},
+		{"unstage in txn", reseal([]byte{Version, recordBatch, 1, 0, 0, byte(KindTxn), 1, byte(KindUnstage), 1, 0, 0, 0, 0, 0}), ErrCorrupt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,15 +165,17 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestDecodeEveryTruncation(t *testing.T) {
-	good, err := sampleBatch().MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := good[:len(good)-trailerLen]
-	for n := headerLen; n < len(body); n++ {
-		data := reseal(append(append([]byte(nil), body[:n]...), 0, 0, 0, 0))
-		if _, err := Decode(data); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("truncated to %d: err = %v, want ErrCorrupt", n, err)
+	for _, b := range []Batch{sampleBatch(), stagingBatch()} {
+		good, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := good[:len(good)-trailerLen]
+		for n := headerLen; n < len(body); n++ {
+			data := reseal(append(append([]byte(nil), body[:n]...), 0, 0, 0, 0))
+			if _, err := Decode(data); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("truncated to %d: err = %v, want ErrCorrupt", n, err)
+			}
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 // tried with a recomputed checksum, so the fuzzer reaches the parser instead
 // of stopping at the CRC.
 func FuzzDecode(f *testing.F) {
-	for _, b := range []Batch{{}, sampleBatch(), {Commands: []Command{{Entry: NoOp{}}}}} {
+	for _, b := range []Batch{{}, sampleBatch(), stagingBatch(), {Commands: []Command{{Entry: NoOp{}}}}} {
 		data, err := b.MarshalBinary()
 		if err != nil {
 			f.Fatal(err)

@@ -1,7 +1,9 @@
 // Package wal defines the replicated write-ahead entries that the Raft log
 // carries and their binary encoding. A Raft log entry holds one Batch; a
 // Batch holds the Commands that the leader packed together (group commit);
-// each Command wraps one Entry: a Statement, an Append, a Txn or a NoOp.
+// each Command wraps one Entry: a Statement, an Append, a Txn, a NoOp, or
+// one of the staging entries that load a large transaction's rows ahead of
+// its commit (Stage, Staged, Unstage).
 //
 // The package knows nothing of Raft or DuckDB: replication applies what is
 // decoded here.
@@ -25,6 +27,9 @@ const (
 	KindAppend    Kind = 2
 	KindTxn       Kind = 3
 	KindNoOp      Kind = 4
+	KindStage     Kind = 5
+	KindStaged    Kind = 6
+	KindUnstage   Kind = 7
 )
 
 func (k Kind) String() string {
@@ -37,12 +42,18 @@ func (k Kind) String() string {
 		return "txn"
 	case KindNoOp:
 		return "noop"
+	case KindStage:
+		return "stage"
+	case KindStaged:
+		return "staged"
+	case KindUnstage:
+		return "unstage"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Entry is one replicated unit of work. It is implemented by Statement,
-// Append, Txn and NoOp only.
+// Append, Txn, NoOp, Stage, Staged and Unstage only.
 type Entry interface {
 	Kind() Kind
 }
@@ -68,7 +79,7 @@ type Append struct {
 }
 
 // Txn is an explicit client transaction: its entries apply atomically, all or
-// none. It holds Statements and Appends only.
+// none. It holds Statements, Appends and Staged entries only.
 type Txn struct {
 	Entries []Entry
 }
@@ -87,6 +98,59 @@ func (Append) Kind() Kind { return KindAppend }
 func (a Append) Path() []string {
 	return append(a.Parents[:len(a.Parents):len(a.Parents)], a.Schema)
 }
+
+// Stage loads rows of an open client transaction ahead of its commit: it
+// appends Chunks to the staging table of part Part of stage ID, creating the
+// table (typed as the chunks) with the first one. The rows stay invisible
+// to clients until a Staged entry moves them into their table, so a large
+// insert travels as many bounded log entries and still commits atomically.
+type Stage struct {
+	// ID names the client transaction's stages, random per transaction.
+	ID uint64
+	// Part is the run of consecutive appends to one table it belongs to.
+	Part uint32
+	// Offset is the number of rows staged in the part before this entry;
+	// the applier refuses an entry that does not continue the part, so a
+	// lost or failed Stage cannot leave a gap.
+	Offset uint64
+	// Chunks are wire DataChunks in the Q3 layout, all of the same types.
+	Chunks [][]byte
+}
+
+// Staged, inside the transaction's Txn, moves the rows staged in part Part
+// of stage ID into its table and drops the stage. Rows is how many the
+// part must hold; any other count fails the transaction.
+type Staged struct {
+	ID            uint64
+	Part          uint32
+	Rows          uint64
+	Schema, Table string
+	// Parents are the schemas Schema is nested in, as in Append.
+	Parents []string
+}
+
+// Unstage drops the stages of ID last written before IdleBefore (unix
+// microseconds): a rolled-back or abandoned transaction's. A client's
+// rollback sends math.MaxInt64; the leader's sweep of forgotten stages an
+// older time, so a stage still being loaded is kept.
+type Unstage struct {
+	ID         uint64
+	IdleBefore int64
+}
+
+// Kind implements Entry.
+func (Stage) Kind() Kind { return KindStage }
+
+// Kind implements Entry.
+func (Staged) Kind() Kind { return KindStaged }
+
+// Path is the target schema's path: Parents, then Schema.
+func (s Staged) Path() []string {
+	return append(s.Parents[:len(s.Parents):len(s.Parents)], s.Schema)
+}
+
+// Kind implements Entry.
+func (Unstage) Kind() Kind { return KindUnstage }
 
 // Kind implements Entry.
 func (Txn) Kind() Kind { return KindTxn }

@@ -1,0 +1,186 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/wal"
+)
+
+// Staging: a large client transaction's appends reach the log as Stage
+// entries before its COMMIT, each appending to a staging table in the
+// metadata schema, and its Txn moves each stage into its table (Staged).
+// The stages table lists every stage with the rows it holds and the
+// timestamp of the last entry that wrote it; everything here reads and
+// writes only replicated state, so each node decides alike.
+
+// stagesDDL creates the list of stages.
+const stagesDDL = `CREATE TABLE IF NOT EXISTS ` + metaSchema + `.stages(id UBIGINT NOT NULL, part UINTEGER NOT NULL,
+		rows UBIGINT NOT NULL, touched BIGINT NOT NULL)`
+
+// ErrStageGone fails a Stage or Staged entry whose stage no longer exists:
+// its transaction was rolled back, or the leader dropped it after it sat
+// idle longer than the stage timeout.
+var ErrStageGone = errors.New("replication: the rows staged for this transaction are gone (rolled back, or dropped after the stage timeout)")
+
+// stageTable is the staging table of part part of stage id, in the
+// metadata schema.
+func stageTable(id uint64, part uint32) string {
+	return "stage_" + strconv.FormatUint(id, 16) + "_" + strconv.FormatUint(uint64(part), 10)
+}
+
+// stageRows returns how many rows part part of stage id holds, and whether
+// it exists.
+func (f *fsm) stageRows(ctx context.Context, id uint64, part uint32) (uint64, bool, error) {
+	rows, err := f.conn.QueryStrings(ctx, "SELECT rows::VARCHAR FROM "+metaSchema+".stages WHERE id = "+
+		strconv.FormatUint(id, 10)+" AND part = "+strconv.FormatUint(uint64(part), 10))
+	if err != nil {
+		return 0, false, fmt.Errorf("read stage %x part %d: %w", id, part, err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(rows[0], 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("read stage %x part %d: %w", id, part, err)
+	}
+	return n, true, nil
+}
+
+// applyStage appends a Stage entry's chunks to its staging table, which the
+// part's first entry creates with the chunks' column types.
+func (f *fsm) applyStage(ctx context.Context, s wal.Stage, ts int64, res *wal.Result) error {
+	chunks := make([]*wire.DataChunk, len(s.Chunks))
+	for i, b := range s.Chunks {
+		c, err := wire.DecodeDataChunk(wire.NewReader(b), wire.Limits{})
+		if err != nil {
+			return fmt.Errorf("stage %x part %d: decode chunk %d: %w", s.ID, s.Part, i, err)
+		}
+		chunks[i] = c
+	}
+	have, ok, err := f.stageRows(ctx, s.ID, s.Part)
+	if err != nil {
+		return err
+	}
+	name := stageTable(s.ID, s.Part)
+	switch {
+	case !ok && s.Offset > 0:
+		return fmt.Errorf("stage %x part %d at row %d: %w", s.ID, s.Part, s.Offset, ErrStageGone)
+	case ok && have != s.Offset:
+		return fmt.Errorf("stage %x part %d holds %d rows; an entry that starts at row %d does not continue it", s.ID, s.Part, have, s.Offset)
+	case !ok:
+		cols := make([]string, len(chunks[0].Columns))
+		for i, v := range chunks[0].Columns {
+			cols[i] = "c" + strconv.Itoa(i+1) + " " + v.Type.String()
+		}
+		if _, err := f.conn.Exec(ctx, "CREATE TABLE "+metaSchema+"."+name+" ("+strings.Join(cols, ", ")+")"); err != nil {
+			return fmt.Errorf("stage %x part %d: create staging table: %w", s.ID, s.Part, err)
+		}
+		if _, err := f.conn.Exec(ctx, "INSERT INTO "+metaSchema+".stages VALUES (?, ?, 0, ?)", s.ID, s.Part, ts); err != nil {
+			return fmt.Errorf("stage %x part %d: %w", s.ID, s.Part, err)
+		}
+	}
+	var n uint64
+	for i, c := range chunks {
+		if err := f.conn.AppendPath([]string{metaSchema}, name, c); err != nil {
+			return fmt.Errorf("stage %x part %d chunk %d: %w", s.ID, s.Part, i, err)
+		}
+		n += uint64(c.Rows)
+	}
+	if _, err := f.conn.Exec(ctx, "UPDATE "+metaSchema+".stages SET rows = rows + ?, touched = ? WHERE id = ? AND part = ?",
+		n, ts, s.ID, s.Part); err != nil {
+		return fmt.Errorf("stage %x part %d: %w", s.ID, s.Part, err)
+	}
+	res.RowsChanged += int64(n)
+	return nil
+}
+
+// applyStaged moves the rows of a stage into their table and drops the
+// stage, in the transaction's own DuckDB transaction.
+func (f *fsm) applyStaged(ctx context.Context, s wal.Staged, res *wal.Result) error {
+	path := s.Path()
+	if strings.EqualFold(path[0], metaSchema) {
+		return fmt.Errorf("%w: schema %s holds the applier's own bookkeeping; staged rows may not be moved into it", ErrRefused, metaSchema)
+	}
+	have, ok, err := f.stageRows(ctx, s.ID, s.Part)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("stage %x part %d: %w", s.ID, s.Part, ErrStageGone)
+	}
+	if have != s.Rows {
+		return fmt.Errorf("stage %x part %d holds %d rows, the transaction sent %d", s.ID, s.Part, have, s.Rows)
+	}
+	name := metaSchema + "." + stageTable(s.ID, s.Part)
+	target := sqlquote.Path(append(append([]string{f.conn.Catalog()}, path...), s.Table))
+	if _, err := f.conn.Exec(ctx, "INSERT INTO "+target+" SELECT * FROM "+name); err != nil {
+		return err
+	}
+	if err := f.dropStage(ctx, s.ID, s.Part); err != nil {
+		return err
+	}
+	res.RowsChanged += int64(have)
+	return nil
+}
+
+// applyUnstage drops the parts of stage u.ID last written before
+// u.IdleBefore.
+func (f *fsm) applyUnstage(ctx context.Context, u wal.Unstage) error {
+	parts, err := f.conn.QueryStrings(ctx, "SELECT part::VARCHAR FROM "+metaSchema+".stages WHERE id = "+
+		strconv.FormatUint(u.ID, 10)+" AND touched < "+strconv.FormatInt(u.IdleBefore, 10)+" ORDER BY part")
+	if err != nil {
+		return fmt.Errorf("unstage %x: %w", u.ID, err)
+	}
+	for _, p := range parts {
+		part, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return fmt.Errorf("unstage %x: %w", u.ID, err)
+		}
+		if err := f.dropStage(ctx, u.ID, uint32(part)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fsm) dropStage(ctx context.Context, id uint64, part uint32) error {
+	if _, err := f.conn.Exec(ctx, "DROP TABLE "+metaSchema+"."+stageTable(id, part)); err != nil {
+		return fmt.Errorf("drop stage %x part %d: %w", id, part, err)
+	}
+	if _, err := f.conn.Exec(ctx, "DELETE FROM "+metaSchema+".stages WHERE id = ? AND part = ?", id, part); err != nil {
+		return fmt.Errorf("drop stage %x part %d: %w", id, part, err)
+	}
+	return nil
+}
+
+// IdleStages lists the stages of this node's database that no entry has
+// written since before (unix microseconds): the leader proposes an Unstage
+// for each, so a transaction whose client went away does not keep its
+// staged rows for ever.
+func (s *Store) IdleStages(ctx context.Context, before int64) ([]uint64, error) {
+	conn, err := s.fsm.db.Connect()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	rows, err := conn.QueryStrings(ctx, "SELECT DISTINCT id::VARCHAR FROM "+metaSchema+".stages WHERE touched < "+
+		strconv.FormatInt(before, 10)+" ORDER BY 1")
+	if err != nil {
+		return nil, fmt.Errorf("list idle stages: %w", err)
+	}
+	ids := make([]uint64, 0, len(rows))
+	for _, r := range rows {
+		id, err := strconv.ParseUint(r, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("list idle stages: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
