@@ -60,12 +60,18 @@ type Meta struct {
 	// Engine is the DuckDB version the node embeds ("v2.0.0"); "" from a
 	// build that did not gossip it (version 1 metadata: DuckDB 1.5.6).
 	Engine string
+	// Staging is set by builds that apply wal's staging entries (Stage,
+	// Staged, Unstage). An older build cannot decode them and would skip
+	// the entries, so no node stages a transaction unless every live data
+	// node sets it. A flag bit: older decoders ignore bits they do not know.
+	Staging bool
 }
 
 const (
 	flagLeader  = 1 << 0
 	flagReplica = 1 << 1
 	flagLeaving = 1 << 2
+	flagStaging = 1 << 3
 )
 
 // Encode returns the compact binary form of m: version, flags, applied index and load as
@@ -79,6 +85,9 @@ func (m Meta) Encode() ([]byte, error) {
 	}
 	if m.Leaving {
 		flags |= flagLeaving
+	}
+	if m.Staging {
+		flags |= flagStaging
 	}
 	switch m.Role {
 	case RoleVoter:
@@ -112,6 +121,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	flags := b[1]
 	m.Leader = flags&flagLeader != 0
 	m.Leaving = flags&flagLeaving != 0
+	m.Staging = flags&flagStaging != 0
 	if flags&flagReplica != 0 {
 		m.Role = RoleReplica
 	}

@@ -86,6 +86,10 @@ type Config struct {
 	MaxStaleness uint64
 	// LeaderWait bounds how long a write waits for a leader to be known.
 	LeaderWait time.Duration
+	// StageBytes is the size of an open transaction's appends past which
+	// they are staged ahead of its COMMIT, in log entries of about that
+	// size (stage.go); 0 is DefaultStageBytes, negative never stages.
+	StageBytes int
 	// Now is the clock the leader stamps statements with (now(),
 	// current_date, …); nil is time.Now. Tests shift it to fake clock
 	// jumps.
@@ -306,8 +310,8 @@ func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string,
 		return err
 	}
 	st := e.state(s)
-	if st.addToTxn(a) {
-		return nil
+	if ok, err := e.appendToTxn(st, a, uint64(chunk.Rows)); ok || err != nil {
+		return err
 	}
 	_, err = e.write(ctx, st, newCommand([]wal.Entry{a}))
 	return err
@@ -339,5 +343,9 @@ func (e *Executor) InTransaction(s *node.Session) bool { return e.state(s).openT
 func (e *Executor) EndSession(s *node.Session) {
 	if st, ok := s.Value(stateKey{}).(*sessionState); ok {
 		st.closeRemotes()
+		if t := st.openTxn(); t != nil && t.stager != nil {
+			st.setTxn(nil)
+			go e.unstage(st, t)
+		}
 	}
 }

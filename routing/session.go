@@ -71,13 +71,8 @@ func (st *sessionState) addToTxn(e wal.Entry) bool {
 	if st.txn == nil {
 		return false
 	}
-	st.txn.entries = append(st.txn.entries, e)
+	st.txn.add(e)
 	return true
-}
-
-// pendingTxn is an open transaction's writes, in client order.
-type pendingTxn struct {
-	entries []wal.Entry
 }
 
 // wrote records that the session's write applied at idx.

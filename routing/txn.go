@@ -32,10 +32,13 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot commit - no transaction is active")
 			}
 			st.setTxn(nil)
-			if len(txn.entries) > 0 {
-				if _, err := e.write(ctx, st, newCommand(txn.entries)); err != nil {
-					return nil, err
-				}
+			entries, err := e.commitEntries(txn)
+			if err == nil && len(entries) > 0 {
+				_, err = e.write(ctx, st, newCommand(entries))
+			}
+			if err != nil {
+				e.unstage(st, txn)
+				return nil, err
 			}
 			last = successRows()
 		case classify.Rollback:
@@ -43,6 +46,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot rollback - no transaction is active")
 			}
 			st.setTxn(nil)
+			e.unstage(st, txn)
 			last = successRows()
 		case classify.Read:
 			rows, err := e.read(ctx, s, st, stmt.SQL)

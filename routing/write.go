@@ -215,8 +215,12 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 				return nil, err
 			}
 			entries = append(entries, mat...)
+		case wal.Stage, wal.Staged, wal.Unstage:
+			// Data and the moves of data that staging sends (stage.go),
+			// computed nowhere; only builds that gossip staging get them.
+			entries = append(entries, entry)
 		default:
-			return nil, fmt.Errorf("duckraft: a client write holds statements and appends, not a %v entry", entry.Kind())
+			return nil, fmt.Errorf("duckraft: a client write holds statements, appends and staged rows, not a %v entry", entry.Kind())
 		}
 	}
 	return e.cfg.Store.Execute(ctx, wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)})

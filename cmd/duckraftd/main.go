@@ -90,6 +90,8 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept after a snapshot (0: 4096)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
 	fs.DurationVar(&c.GroupCommitWait, "group-commit-wait", 5*time.Millisecond, "longest the leader holds concurrent writes to share one log entry (0: never)")
+	fs.IntVar(&c.StageBytes, "stage-bytes", routing.DefaultStageBytes, "size of a transaction's appends past which they are replicated ahead of COMMIT, in log entries of about this size (negative: never)")
+	fs.DurationVar(&c.StageTimeout, "stage-timeout", daemon.DefaultStageTimeout, "how long rows staged by an unfinished transaction may sit idle before the leader drops them (negative: never)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
 	fs.StringVar(&c.Token, "token", "", "admin token; generated and kept in the data directory when empty and no --tokens file is given")
 	fs.StringVar(&c.TokensFile, "tokens", "", "file of client tokens with roles, one 'ROLE TOKEN' per line, roles read, write and admin; re-read on SIGHUP. Without --token it needs --cluster-key")

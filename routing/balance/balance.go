@@ -27,6 +27,9 @@ type Peer struct {
 	// Engine is the DuckDB version the node embeds, "" from a build that
 	// did not gossip it (DuckDB 1.5.6).
 	Engine string
+	// Staging is set when the node applies wal's staging entries
+	// (cluster.Meta.Staging).
+	Staging bool
 }
 
 // Costs that order candidate nodes for a read, in units of one in-flight

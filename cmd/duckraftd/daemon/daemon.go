@@ -100,6 +100,13 @@ type Config struct {
 	// pack them into one log entry (replication.Config.GatherMax); zero
 	// means the default, negative never.
 	GroupCommitWait time.Duration
+	// StageBytes is the size of an open transaction's appends past which
+	// they are sent ahead of COMMIT in log entries of about that size
+	// (routing.Config.StageBytes); StageTimeout how long staged rows may
+	// sit idle before the leader drops them (zero: the defaults; negative:
+	// never stage, never drop).
+	StageBytes   int
+	StageTimeout time.Duration
 	// Consistency is the default read consistency of new sessions;
 	// MaxStaleness the log entries a bounded read may lag behind.
 	Consistency  routing.Level
@@ -176,6 +183,7 @@ type Daemon struct {
 	members *membership
 	srv     *node.Server
 	backups backups
+	stages  sweeper
 	l       net.Listener
 	hs      *http.Server
 
@@ -423,6 +431,7 @@ func (d *Daemon) startNode() error {
 	if err := d.startBackups(); err != nil {
 		return err
 	}
+	d.startSweeper()
 	mux.Handle("/", d.srv.Handler())
 	d.log.Info("serving Quack", "id", c.ID, "raft", raftAddr, "gossip", c.GossipAddr, "data", c.DataDir, "duckdb", d.db.Version())
 	return d.serve(mux)
@@ -538,6 +547,7 @@ func (d *Daemon) routingConfig() routing.Config {
 		Remote:         routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
 		Consistency:    d.cfg.Consistency,
 		MaxStaleness:   d.cfg.MaxStaleness,
+		StageBytes:     d.cfg.StageBytes,
 		Now:            d.cfg.Now,
 		ObserveRead:    d.metrics.observeRead,
 		ObserveWrite:   d.metrics.observeWrite,
@@ -683,6 +693,7 @@ func (d *Daemon) shutdown(graceful bool) error {
 		<-d.done
 	}
 	d.stopBackups()
+	d.stopSweeper()
 	var errs []error
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())

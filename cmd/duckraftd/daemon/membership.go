@@ -54,7 +54,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine},
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine, Staging: true},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -170,7 +170,7 @@ func (m *membership) Peers() []routing.Peer {
 			continue
 		}
 		out = append(out, routing.Peer{ID: meta.ID, QuackAddr: meta.QuackAddr, Replica: meta.Role == cluster.RoleReplica,
-			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load, Engine: meta.Engine})
+			Leader: meta.Leader, Applied: meta.AppliedIndex, Load: meta.Load, Engine: meta.Engine, Staging: meta.Staging})
 	}
 	return out
 }

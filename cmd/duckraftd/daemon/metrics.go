@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -179,6 +181,14 @@ func (m *metrics) scraped(d *Daemon) {
 	})
 	gauge("duckraft_apply_lag", "Log entries this node's applied index is behind the furthest applied index a live member reports through gossip.",
 		func() float64 { return float64(d.lag()) })
+	gauge("duckraft_staged_transactions", "Transactions whose rows are staged in this node's database ahead of their COMMIT (an abandoned one is dropped after --stage-timeout).",
+		func() float64 {
+			ids, err := s.IdleStages(context.Background(), math.MaxInt64)
+			if err != nil {
+				return math.NaN()
+			}
+			return float64(len(ids))
+		})
 	r.MustRegister(backupCollector{d})
 }
 
