@@ -223,4 +223,42 @@ func TestSendDataBadInput(t *testing.T) {
 	if got := queryRows(t, c, "SELECT count(*) FROM s"); got[0][0] != int64(0) {
 		t.Fatalf("a broken stream inserted %v rows", got[0][0])
 	}
+
+	// Batches are appended in order as they become ready, in the stream's
+	// own transaction: a stream left open is rolled back by the next
+	// statement, which runs outside it.
+	insert.SQL = strings.Replace(insert.SQL, "'st1'", "'st2'", 1)
+	if _, msg := q3(insert); msg == nil || msg.Type() != wire.MsgPrepareResponse {
+		t.Fatalf("prepare: %+v", msg)
+	}
+	for _, idx := range []uint64{2, 1, 1} {
+		if _, msg := q3(&wire.SendDataRequest{StreamID: "st2", BatchIndex: wire.Idx(idx), Chunks: []*wire.DataChunk{chunk}}); msg == nil || msg.Type() != wire.MsgSendDataResponse {
+			t.Fatalf("data batch %d: %+v", idx, msg)
+		}
+	}
+	if _, msg := q3(&wire.PrepareRequest{SQL: "SELECT 1", QueryUUID: wire.Hugeint{Lower: 10}, InlineRows: wire.Idx(0)}); msg == nil || msg.Type() != wire.MsgPrepareResponse {
+		t.Fatalf("statement after an open stream: %+v", msg)
+	}
+	status, msg = q3(&wire.SendDataRequest{StreamID: "st2", TotalBatches: wire.Idx(2)})
+	wantError(t, status, msg, "No active data stream 'st2'")
+	if got := queryRows(t, c, "SELECT count(*) FROM s"); got[0][0] != int64(0) {
+		t.Fatalf("an abandoned stream inserted %v rows", got[0][0])
+	}
+
+	// Closed, the same batches (one sent twice) insert once each.
+	insert.SQL = strings.Replace(insert.SQL, "'st2'", "'st3'", 1)
+	if _, msg := q3(insert); msg == nil || msg.Type() != wire.MsgPrepareResponse {
+		t.Fatalf("prepare: %+v", msg)
+	}
+	for _, idx := range []uint64{2, 1, 1} {
+		if _, msg := q3(&wire.SendDataRequest{StreamID: "st3", BatchIndex: wire.Idx(idx), Chunks: []*wire.DataChunk{chunk}}); msg == nil || msg.Type() != wire.MsgSendDataResponse {
+			t.Fatalf("data batch %d: %+v", idx, msg)
+		}
+	}
+	if _, msg := q3(&wire.SendDataRequest{StreamID: "st3", TotalBatches: wire.Idx(2)}); msg == nil || msg.Type() != wire.MsgSendDataResponse {
+		t.Fatalf("close: %+v", msg)
+	}
+	if got := queryRows(t, c, "SELECT count(*) FROM s"); got[0][0] != int64(2) {
+		t.Fatalf("the stream inserted %v rows, want 2", got[0][0])
+	}
 }

@@ -699,6 +699,7 @@ func newSessionID() string {
 }
 
 func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRequest) response {
+	s.abandonOwnStreams(ctx, sess)
 	sql := req.SQL
 	rewrite, err := s.cfg.Authorizer.Authorize(ctx, sess.id, sql)
 	if err != nil {
