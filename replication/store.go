@@ -163,10 +163,13 @@ func setDefault[T comparable](v *T, def T) {
 // with `duckraft bench writes`: 162 → 287 tx/s at 8 clients against 4).
 const maxInflight = 1
 
-// logCacheSize is how many recent log entries raft keeps in memory, so
-// that replicating a new entry to followers does not read it back from
-// raft-boltdb.
-const logCacheSize = 512
+// logCacheSize and logCacheBytes bound the recent log entries kept in
+// memory (logCache), so that replicating a new entry to followers does not
+// read it back from raft-boltdb.
+const (
+	logCacheSize  = 512
+	logCacheBytes = 64 << 20
+)
 
 // Store is one node's replicated state: the raft node, its stores and
 // transport, and the FSM.
@@ -178,6 +181,9 @@ type Store struct {
 	logs  *raftboltdb.BoltStore
 	trans *rpcGuard
 	term  raftTerm
+	// carry is a proposal the proposer took but left for the next entry
+	// (pack); only the proposer goroutine uses it.
+	carry *proposal
 
 	// readyTerm is the term in which this node, as leader, has committed
 	// an entry of its own, so its commit index is current for reads.
@@ -292,6 +298,10 @@ func Open(cfg Config) (*Store, error) {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.BatchApplyCh = true
+	// An AppendEntries RPC carries at most this many entries; staged rows
+	// make entries of several MB, and raft's 64 would let one RPC to a
+	// follower catching up hold hundreds of MB.
+	rc.MaxAppendEntries = maxAppendEntries
 	// The database survives restarts, so restoring the last snapshot at
 	// every start would only redo work; the FSM skips replayed entries it
 	// already has instead. See DESIGN.md.
@@ -301,7 +311,7 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.WrapLogStore != nil {
 		logs = cfg.WrapLogStore(logs)
 	}
-	if logs, err = raft.NewLogCache(logCacheSize, logs); err != nil {
+	if logs, err = newLogCache(logCacheSize, logCacheBytes, logs); err != nil {
 		return fail(err)
 	}
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.trans); err != nil {
@@ -381,7 +391,9 @@ func needRestore(applied uint64, snaps raft.SnapshotStore, logs raft.LogStore) (
 
 // proposal is one command waiting to be packed into a log entry.
 type proposal struct {
-	cmd  wal.Command
+	cmd wal.Command
+	// size is the command's encoded size.
+	size int
 	done chan cmdResult
 	// answered is Store.answered when the proposal was queued: lower
 	// than the count once the entry in flight is answered means the
@@ -409,10 +421,11 @@ func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, erro
 	}
 	// Encoding errors belong to this command alone, so they are found
 	// before it is packed with others.
-	if _, err := (wal.Batch{Commands: []wal.Command{cmd}}).MarshalBinary(); err != nil {
+	enc, err := (wal.Batch{Commands: []wal.Command{cmd}}).MarshalBinary()
+	if err != nil {
 		return nil, err
 	}
-	p := &proposal{cmd: cmd, done: make(chan cmdResult, 1), answered: s.answered.Load()}
+	p := &proposal{cmd: cmd, size: len(enc), done: make(chan cmdResult, 1), answered: s.answered.Load()}
 	select {
 	case s.proposals <- p:
 	case <-ctx.Done():
@@ -436,12 +449,16 @@ func (s *Store) propose() {
 	last := 0
 	for {
 		var batch []*proposal
-		select {
-		case p := <-s.proposals:
-			batch = append(batch, p)
-		case <-s.closing:
-			s.failQueued()
-			return
+		if s.carry != nil {
+			batch, s.carry = append(batch, s.carry), nil
+		} else {
+			select {
+			case p := <-s.proposals:
+				batch = append(batch, p)
+			case <-s.closing:
+				s.failQueued()
+				return
+			}
 		}
 		select {
 		case inflight <- struct{}{}:
@@ -454,10 +471,10 @@ func (s *Store) propose() {
 		// is answered now.
 		answered := s.answered.Load()
 	more:
-		for len(batch) < s.cfg.MaxBatch {
+		for len(batch) < s.cfg.MaxBatch && s.carry == nil {
 			select {
 			case p := <-s.proposals:
-				batch = append(batch, p)
+				batch = s.pack(batch, p)
 			default:
 				break more
 			}
@@ -481,7 +498,7 @@ func (s *Store) propose() {
 				waited++
 			}
 		}
-		if (waited > 0 || last > 1) && s.cfg.GatherMax > 0 {
+		if (waited > 0 || last > 1) && s.cfg.GatherMax > 0 && s.carry == nil {
 			batch = s.gather(batch, last+waited)
 		}
 		last = len(batch)
@@ -531,8 +548,8 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 	for len(batch) < s.cfg.MaxBatch {
 		select {
 		case p := <-s.proposals:
-			batch = append(batch, p)
-			if len(batch) >= want {
+			batch = s.pack(batch, p)
+			if len(batch) >= want || s.carry != nil {
 				return batch
 			}
 			idle.Reset(s.cfg.GatherIdle)
@@ -549,7 +566,35 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 	return batch
 }
 
+// maxAppendEntries bounds the entries of one AppendEntries RPC.
+const maxAppendEntries = 16
+
+// maxEntryBytes bounds the commands packed into one log entry: one past
+// it waits for the next entry (Store.carry). A single command may be
+// larger; staging keeps a client's large transaction in entries of about
+// routing's StageBytes, so that no entry stalls heartbeats while it is
+// written, sent and applied.
+const maxEntryBytes = 8 << 20
+
+// pack adds p to batch unless that would make the entry larger than
+// maxEntryBytes; then p is carried to the next entry.
+func (s *Store) pack(batch []*proposal, p *proposal) []*proposal {
+	size := 0
+	for _, q := range batch {
+		size += q.size
+	}
+	if len(batch) > 0 && size+p.size > maxEntryBytes {
+		s.carry = p
+		return batch
+	}
+	return append(batch, p)
+}
+
 func (s *Store) failQueued() {
+	if s.carry != nil {
+		s.carry.done <- cmdResult{err: ErrClosed}
+		s.carry = nil
+	}
 	for {
 		select {
 		case p := <-s.proposals:
