@@ -27,6 +27,7 @@ const benchUsage = `usage: duckraft bench bulk [flags]       SELECT * of a linei
        duckraft bench reads [flags]      dashboard aggregates and split scans through a router
        duckraft bench failover [flags]   write unavailability when the leader is killed, stopped or transferred
        duckraft bench lag [flags]        replication lag (leader commit against each follower's applied) under writes
+       duckraft bench ingest [flags]     CREATE TABLE AS and INSERT … SELECT of a lineitem-shaped table, against a local DuckDB file
        duckraft bench report [flags] FILE.json...  docs/benchmarks.md's generated section and its plots
 
 Each benchmark but reads runs against --server (a deployment's nodes or router, with --token) or,
@@ -50,6 +51,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		err = benchFailover(args[1:], stdout, stderr)
 	case "lag":
 		err = benchLag(args[1:], stdout, stderr)
+	case "ingest":
+		err = benchIngest(args[1:], stdout, stderr)
 	case "report":
 		err = benchReportCmd(args[1:], stdout, stderr)
 	case "scan":

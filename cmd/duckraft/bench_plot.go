@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -19,6 +20,7 @@ const (
 	plotWritesTPS     = "bench-writes-tps.png"
 	plotWritesLatency = "bench-writes-latency.png"
 	plotBulk          = "bench-bulk.png"
+	plotIngest        = "bench-ingest.png"
 	plotFailover      = "bench-failover.png"
 	plotLag           = "bench-lag.png"
 )
@@ -162,6 +164,58 @@ func plotBulkRates(r *bulkResult, path string) error {
 	return p.Save(plotW, plotH, path)
 }
 
+// plotIngestRates draws one bar per target and client, a group per
+// insert mode.
+func plotIngestRates(r *ingestResult, path string) error {
+	if r == nil || len(r.Points) == 0 {
+		return errNothingToPlot
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Ingest of %d lineitem rows in one transaction", r.Rows)
+	p.Y.Label.Text = "M rows/s"
+	var modes, names []string
+	for _, pt := range r.Points {
+		if !slices.Contains(modes, pt.Mode) {
+			modes = append(modes, pt.Mode)
+		}
+		name := pt.System
+		if pt.System != "duckdb" {
+			name += strings.TrimPrefix(pt.Client, "Go client,")
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	w := vg.Points(12)
+	for i, mode := range modes {
+		vs := make(plotter.Values, len(names))
+		for _, pt := range r.Points {
+			if pt.Mode != mode {
+				continue
+			}
+			name := pt.System
+			if pt.System != "duckdb" {
+				name += strings.TrimPrefix(pt.Client, "Go client,")
+			}
+			vs[slices.Index(names, name)] = pt.RowsPerSec / 1e6
+		}
+		bars, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return fmt.Errorf("plot ingest: %w", err)
+		}
+		bars.Color = plotutil.Color(i)
+		bars.Offset = w * vg.Length(float64(i)-float64(len(modes)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(mode, bars)
+	}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = 0.4
+	p.X.Tick.Label.XAlign = -1
+	return p.Save(plotW*1.3, plotH, path)
+}
+
 // plotFailoverTimeline draws acknowledged writes per second over the run,
 // with the moment the leader went and the gap without acknowledgements.
 func plotFailoverTimeline(r *failoverResult, path string) error {
@@ -272,6 +326,8 @@ func drawPlots(reps []*benchReport, dir string) ([]string, error) {
 			err = try(plotFailover, func(p string) error { return plotFailoverTimeline(r.Failover, p) })
 		case "lag":
 			err = try(plotLag, func(p string) error { return plotLagTimeline(r.Lag, p) })
+		case "ingest":
+			err = try(plotIngest, func(p string) error { return plotIngestRates(r.Ingest, p) })
 		}
 		if err != nil {
 			return drawn, err

@@ -23,6 +23,7 @@ type benchReport struct {
 	Bulk        *bulkResult     `json:"bulk,omitempty"`
 	Failover    *failoverResult `json:"failover,omitempty"`
 	Lag         *lagResult      `json:"lag,omitempty"`
+	Ingest      *ingestResult   `json:"ingest,omitempty"`
 	// Text is a benchmark's Markdown that bench report includes as it is.
 	Text string `json:"-"`
 }
@@ -120,6 +121,9 @@ func (r *benchReport) markdown(level int) string {
 	case "lag":
 		fmt.Fprintf(&b, "%s Replication lag under write load (%d clients)\n\n", h, r.Lag.Clients)
 		lagTable(&b, r.Lag)
+	case "ingest":
+		fmt.Fprintf(&b, "%s Ingest: %d lineitem rows (%.0f MB as Q3 chunks) per insert, median of %d\n\n", h, r.Ingest.Rows, float64(r.Ingest.Bytes)/1e6, r.Ingest.Runs)
+		ingestTable(&b, r.Ingest)
 	}
 	fmt.Fprintf(&b, "\nMachine: %s.\n", r.Machine)
 	return b.String()

@@ -421,10 +421,61 @@ func (c *Conn) AppendPath(ctx context.Context, path []string, table string, chun
 // sendData inserts chunk into the table named (quoted) target, as DuckDB
 // 2.0 does.
 func (c *Conn) sendData(ctx context.Context, target string, chunk *wire.DataChunk) error {
+	sent := false
+	return c.insertStream(ctx, target, chunk.Columns, func() (*wire.DataChunk, error) {
+		if sent {
+			return nil, nil
+		}
+		sent = true
+		return chunk, nil
+	})
+}
+
+// InsertStream inserts the chunks next returns, until it returns nil, into
+// a table of the schema at path, as one insert: in Q3 one INSERT whose rows
+// stream in SEND_DATA batches, as DuckDB 2.0 sends INSERT … SELECT and
+// CREATE TABLE … AS; in Q1 one APPEND per chunk, as DuckDB 1.5 does (atomic
+// only inside a transaction). Every chunk has the first one's columns.
+func (c *Conn) InsertStream(ctx context.Context, path []string, table string, next func() (*wire.DataChunk, error)) error {
+	name := strings.Join(append(path[:len(path):len(path)], table), ".")
+	first, err := next()
+	if err != nil || first == nil {
+		return err
+	}
+	if c.gen == wire.Q1 {
+		for chunk := first; chunk != nil; {
+			if err := c.AppendPath(ctx, path, table, chunk); err != nil {
+				return err
+			}
+			if chunk, err = next(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := c.begin(); err != nil {
+		return err
+	}
+	pending := first
+	err = c.insertStream(ctx, sqlquote.Path(append(path[:len(path):len(path)], table)), first.Columns, func() (*wire.DataChunk, error) {
+		if chunk := pending; chunk != nil {
+			pending = nil
+			return chunk, nil
+		}
+		return next()
+	})
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", name, err)
+	}
+	return nil
+}
+
+// insertStream runs one Q3 insert of the chunks next returns into target.
+func (c *Conn) insertStream(ctx context.Context, target string, cols []*wire.Vector, next func() (*wire.DataChunk, error)) error {
 	uuid := wire.RandomUUID()
 	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
 	var proto []string
-	for i, col := range chunk.Columns {
+	for i, col := range cols {
 		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
 	}
 	sql := fmt.Sprintf("INSERT INTO %s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
@@ -433,12 +484,23 @@ func (c *Conn) sendData(ctx context.Context, target string, chunk *wire.DataChun
 		&wire.PrepareRequest{SQL: sql, QueryUUID: uuid, InlineRows: wire.Idx(0)}); err != nil {
 		return err
 	}
-	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgSendDataRequest},
-		&wire.SendDataRequest{StreamID: stream, BatchIndex: wire.Idx(1), Chunks: []*wire.DataChunk{chunk}}); err != nil {
-		return err
+	var batches uint64
+	for {
+		chunk, err := next()
+		if err != nil {
+			return err
+		}
+		if chunk == nil {
+			break
+		}
+		batches++
+		if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgSendDataRequest},
+			&wire.SendDataRequest{StreamID: stream, BatchIndex: wire.Idx(batches), Chunks: []*wire.DataChunk{chunk}}); err != nil {
+			return err
+		}
 	}
 	if _, _, err := c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgSendDataRequest},
-		&wire.SendDataRequest{StreamID: stream, TotalBatches: wire.Idx(1)}); err != nil {
+		&wire.SendDataRequest{StreamID: stream, TotalBatches: wire.Idx(batches)}); err != nil {
 		return err
 	}
 	// The statement's own result (its Count) ends the exchange.

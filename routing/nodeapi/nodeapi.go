@@ -66,8 +66,11 @@ type Status struct {
 	ID       string `json:"id"`
 	State    string `json:"state"`
 	LeaderID string `json:"leader_id"`
-	Applied  uint64 `json:"applied_index"`
-	Commit   uint64 `json:"commit_index"`
+	// Term is the node's current Raft term: one that moves means an
+	// election (0 from a router, or a build before it).
+	Term    uint64 `json:"term,omitempty"`
+	Applied uint64 `json:"applied_index"`
+	Commit  uint64 `json:"commit_index"`
 	// Reads counts the reads this node ran itself (its clients' and those
 	// routed to it); Load is what it gossips as its load.
 	Reads uint64 `json:"reads"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/duckraft/duckraft/cluster"
@@ -219,9 +220,11 @@ func (m *membership) Close(leave bool) error {
 // joined with what gossip says of each member.
 func status(store *replication.Store, m *membership, exec *routing.Executor) nodeapi.Status {
 	stats := store.Stats()
+	term, _ := strconv.ParseUint(stats["term"], 10, 64)
 	st := nodeapi.Status{
 		ID:       store.ID(),
 		State:    stats["state"],
+		Term:     term,
 		LeaderID: store.LeaderID(),
 		Applied:  store.AppliedIndex(),
 		Commit:   store.CommitIndex(),
