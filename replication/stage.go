@@ -85,11 +85,11 @@ func (f *fsm) applyStage(ctx context.Context, s wal.Stage, ts int64, res *wal.Re
 			return fmt.Errorf("stage %x part %d: %w", s.ID, s.Part, err)
 		}
 	}
+	if err := f.conn.AppendChunks([]string{metaSchema}, name, chunks); err != nil {
+		return fmt.Errorf("stage %x part %d: %w", s.ID, s.Part, err)
+	}
 	var n uint64
-	for i, c := range chunks {
-		if err := f.conn.AppendPath([]string{metaSchema}, name, c); err != nil {
-			return fmt.Errorf("stage %x part %d chunk %d: %w", s.ID, s.Part, i, err)
-		}
+	for _, c := range chunks {
 		n += uint64(c.Rows)
 	}
 	if _, err := f.conn.Exec(ctx, "UPDATE "+metaSchema+".stages SET rows = rows + ?, touched = ? WHERE id = ? AND part = ?",

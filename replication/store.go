@@ -408,6 +408,18 @@ type proposal struct {
 // it returns a *NotLeaderError. If ctx ends first the command may still be
 // applied.
 func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
+	wait, err := s.Submit(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// Submit queues cmd as Execute does and returns once it is queued, with a
+// function that waits for its result. Commands submitted one after another
+// enter the log in that order (or the later ones not at all), which lets a
+// staging transaction keep several Stage entries in flight.
+func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Context) (*wal.Result, error), error) {
 	select {
 	case <-s.closing:
 		return nil, ErrClosed
@@ -433,12 +445,14 @@ func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, erro
 	case <-s.closing:
 		return nil, ErrClosed
 	}
-	select {
-	case r := <-p.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return func(ctx context.Context) (*wal.Result, error) {
+		select {
+		case r := <-p.done:
+			return r.res, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}, nil
 }
 
 // propose packs queued proposals into log entries (group commit) and
@@ -459,6 +473,15 @@ func (s *Store) propose() {
 				s.failQueued()
 				return
 			}
+		}
+		// A Stage entry (a large transaction's rows, sent ahead of its
+		// COMMIT) does not wait for the entry in flight: its transaction
+		// sends the next one while this one is written and applied, and
+		// raft writes one while the FSM applies the one before. It goes
+		// alone, so small writes keep their group commit.
+		if _, ok := batch[0].cmd.Entry.(wal.Stage); ok {
+			s.proposeAlone(batch[0])
+			continue
 		}
 		select {
 		case inflight <- struct{}{}:
@@ -566,6 +589,29 @@ func (s *Store) gather(batch []*proposal, want int) []*proposal {
 	return batch
 }
 
+// proposeAlone proposes p as an entry of its own, without the in-flight
+// slot.
+func (s *Store) proposeAlone(p *proposal) {
+	batch := []*proposal{p}
+	data, err := wal.Batch{Commands: []wal.Command{p.cmd}}.MarshalBinary()
+	if err != nil {
+		respond(batch, cmdResult{err: err})
+		return
+	}
+	select {
+	case <-s.closing:
+		respond(batch, cmdResult{err: ErrClosed})
+		return
+	default:
+	}
+	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.finish(f, batch)
+	}()
+}
+
 // maxAppendEntries bounds the entries of one AppendEntries RPC.
 const maxAppendEntries = 16
 
@@ -577,13 +623,15 @@ const maxAppendEntries = 16
 const maxEntryBytes = 8 << 20
 
 // pack adds p to batch unless that would make the entry larger than
-// maxEntryBytes; then p is carried to the next entry.
+// maxEntryBytes, or p is a Stage, which goes alone; then p is carried to
+// the next entry.
 func (s *Store) pack(batch []*proposal, p *proposal) []*proposal {
 	size := 0
 	for _, q := range batch {
 		size += q.size
 	}
-	if len(batch) > 0 && size+p.size > maxEntryBytes {
+	_, stage := p.cmd.Entry.(wal.Stage)
+	if len(batch) > 0 && (stage || size+p.size > maxEntryBytes) {
 		s.carry = p
 		return batch
 	}

@@ -115,27 +115,100 @@ type stager struct {
 	err error
 }
 
+// stagePipeline is how many Stage entries of one transaction may be in
+// flight at once when this node leads: raft writes and replicates one
+// while the FSM applies the one before.
+const stagePipeline = 3
+
+// submitter is the part of replication.Store that queues a command and
+// returns, so that commands submitted in turn enter the log in that order.
+type submitter interface {
+	Submit(ctx context.Context, cmd wal.Command) (func(context.Context) (*wal.Result, error), error)
+}
+
+// submitted is a Stage entry queued on this node, leader, and its wait.
+type submitted struct {
+	cmd  wal.Command
+	wait func(context.Context) (*wal.Result, error)
+}
+
 func (e *Executor) startStager(st *sessionState) *stager {
 	var b [8]byte
 	rand.Read(b[:])
 	s := &stager{id: binary.LittleEndian.Uint64(b[:]), queue: make(chan wal.Stage, 1), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
+		var inflight []submitted
 		for entry := range s.queue {
 			if s.failed() != nil {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
-			_, err := e.write(ctx, st, newCommand([]wal.Entry{entry}))
-			cancel()
-			if err != nil {
-				s.mu.Lock()
-				s.err = fmt.Errorf("duckraft: staging the transaction's rows: %w", err)
-				s.mu.Unlock()
+			cmd := newCommand([]wal.Entry{entry})
+			if sub, ok := e.cfg.Store.(submitter); ok && e.cfg.Store.IsLeader() {
+				cmd.Timestamp = e.cfg.Now().UnixMicro()
+				ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
+				wait, err := sub.Submit(ctx, cmd)
+				cancel()
+				if err == nil {
+					inflight = append(inflight, submitted{cmd: cmd, wait: wait})
+					if len(inflight) >= stagePipeline {
+						s.settle(e, st, inflight[0])
+						inflight = inflight[1:]
+					}
+					continue
+				}
 			}
+			// Through another node, one at a time: the entries must
+			// reach the log in order.
+			for _, p := range inflight {
+				s.settle(e, st, p)
+			}
+			inflight = nil
+			s.send(e, st, cmd)
+		}
+		for _, p := range inflight {
+			s.settle(e, st, p)
 		}
 	}()
 	return s
+}
+
+// settle waits for a submitted entry. If its outcome is unknown (the leader
+// changed), it is sent again with the same key, which applies it once;
+// entries behind it are settled after it, in order, so that every Stage
+// still continues the one before.
+func (s *stager) settle(e *Executor, st *sessionState, p submitted) {
+	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
+	defer cancel()
+	res, err := p.wait(ctx)
+	switch {
+	case err == nil:
+		st.wrote(res.Index)
+	case retryableWrite(err) && s.failed() == nil:
+		s.send(e, st, p.cmd)
+	default:
+		s.fail(err)
+	}
+}
+
+// send writes one entry through the leader and waits for it.
+func (s *stager) send(e *Executor, st *sessionState, cmd wal.Command) {
+	if s.failed() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
+	defer cancel()
+	if _, err := e.write(ctx, st, cmd); err != nil {
+		s.fail(err)
+	}
+}
+
+func (s *stager) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("duckraft: staging the transaction's rows: %w", err)
+	}
+	s.mu.Unlock()
 }
 
 func (s *stager) failed() error {

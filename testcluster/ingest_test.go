@@ -40,8 +40,9 @@ func stagedTransactions(t *testing.T, n *testcluster.Node) float64 {
 
 // TestStagedIngest: a transaction that loads more rows than --stage-bytes
 // (CREATE TABLE, then appends, as DuckDB's CREATE TABLE … AS sends them)
-// reaches the log in bounded Stage entries before its COMMIT, through a
-// follower, in both generations. The rows stay invisible until COMMIT, then
+// reaches the log in bounded Stage entries before its COMMIT, in both
+// generations: Q1 through a follower, which forwards its Stage entries one
+// at a time, Q3 on the leader, which keeps several in flight. The rows stay invisible until COMMIT, then
 // every node holds all of them; a rolled-back or abandoned transaction
 // leaves no staged rows on any node.
 func TestStagedIngest(t *testing.T) {
@@ -51,9 +52,10 @@ func TestStagedIngest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const chunks, rowsPer = 40, 2048
-	for _, gen := range []wire.Generation{wire.Q1, wire.Q3} {
+	for i, gen := range []wire.Generation{wire.Q1, wire.Q3} {
 		table := fmt.Sprintf("ingest_%v", gen)
-		conn, err := client.Connect(ctx, "quack:"+follower.QuackAddr, client.Options{Token: testcluster.Token, Generation: gen})
+		via := []*testcluster.Node{follower, leader}[i]
+		conn, err := client.Connect(ctx, "quack:"+via.QuackAddr, client.Options{Token: testcluster.Token, Generation: gen})
 		if err != nil {
 			t.Fatal(err)
 		}

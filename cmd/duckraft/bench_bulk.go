@@ -109,7 +109,7 @@ func benchBulk(args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 				fmt.Fprintf(stderr, "bench: starting %s and loading %d rows\n", sys, *rows)
-				d, err := localDeployment(bf.daemon, dir, sys.nodes)
+				d, err := localDeployment(bf, dir, sys.nodes)
 				if err != nil {
 					return err
 				}

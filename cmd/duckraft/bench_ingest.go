@@ -146,7 +146,7 @@ func benchIngest(args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 				fmt.Fprintf(stderr, "bench: starting %s\n", sys)
-				d, err := localDeployment(bf.daemon, dir, sys.nodes)
+				d, err := localDeployment(bf, dir, sys.nodes)
 				if err != nil {
 					return err
 				}

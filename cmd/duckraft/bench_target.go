@@ -27,7 +27,9 @@ type benchFlags struct {
 	token   string
 	json    bool
 	daemon  string
-	systems string
+	// daemonFlags are extra duckraftd flags for the local clusters.
+	daemonFlags string
+	systems     string
 	pg      string
 }
 
@@ -36,6 +38,7 @@ func (b *benchFlags) register(fs *flag.FlagSet, defaultSystems string) {
 	fs.StringVar(&b.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "token for --server (env DUCKRAFT_TOKEN); it needs the admin role for failover --mode transfer")
 	fs.BoolVar(&b.json, "json", false, "print the result as JSON instead of a Markdown table")
 	fs.StringVar(&b.daemon, "duckraftd", "bin/duckraftd", "duckraftd binary for the local clusters")
+	fs.StringVar(&b.daemonFlags, "duckraftd-flags", "", "extra flags for every duckraftd of the local clusters, space-separated (--memory-limit 512MB, say)")
 	fs.StringVar(&b.systems, "systems", defaultSystems, "systems to compare, comma-separated: duckraft-N (a local N-node cluster), duckdb (in-process), postgres (needs --pg); ignored with --server")
 	fs.StringVar(&b.pg, "pg", os.Getenv("DUCKRAFT_BENCH_PG"), "PostgreSQL connection string of a peer to run side by side (env DUCKRAFT_BENCH_PG; scripts/bench-peers.sh starts one)")
 }
@@ -148,8 +151,8 @@ func remoteDeployment(servers []string, token string) (*deployment, error) {
 
 // localDeployment starts an n-node cluster under dir; its logs go to a file
 // there, never to the benchmark's output.
-func localDeployment(daemon, dir string, n int) (*deployment, error) {
-	nodes, err := startBenchCluster(daemon, dir, benchToken, n)
+func localDeployment(bf benchFlags, dir string, n int) (*deployment, error) {
+	nodes, err := startBenchCluster(bf.daemon, dir, benchToken, n, strings.Fields(bf.daemonFlags)...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +193,7 @@ func localCluster(bf benchFlags, what string, minNodes int, stderr io.Writer) (d
 		return nil, nil, err
 	}
 	fmt.Fprintf(stderr, "bench: starting %s\n", systems[0])
-	if d, err = localDeployment(bf.daemon, dir, systems[0].nodes); err != nil {
+	if d, err = localDeployment(bf, dir, systems[0].nodes); err != nil {
 		cleanup()
 		return nil, nil, err
 	}

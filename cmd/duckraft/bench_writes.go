@@ -26,8 +26,8 @@ type benchNode struct {
 // startBenchCluster starts n duckraftd processes on loopback, the first
 // bootstrapping and the others joining it, and waits until the leader
 // counts them all. The daemons log to dir/duckraftd.log, so that no Raft
-// line reaches the benchmark's output.
-func startBenchCluster(daemon, dir, token string, n int) ([]*benchNode, error) {
+// line reaches the benchmark's output. Each gets the extra flags.
+func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*benchNode, error) {
 	logf, err := daemonLog(dir)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func startBenchCluster(daemon, dir, token string, n int) ([]*benchNode, error) {
 		} else {
 			args = append(args, "--join", firstGossip)
 		}
-		cmd := exec.Command(daemon, args...)
+		cmd := exec.Command(daemon, append(args, extra...)...)
 		cmd.Stdout, cmd.Stderr = io.Discard, logf
 		if err := cmd.Start(); err != nil {
 			stopBenchCluster(nodes)
@@ -261,7 +261,7 @@ func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr i
 			if err != nil {
 				return out, err
 			}
-			d, err := localDeployment(bf.daemon, dir, sys.nodes)
+			d, err := localDeployment(*bf, dir, sys.nodes)
 			if err != nil {
 				cleanup()
 				return out, err

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -39,6 +40,14 @@ func (c *Conn) Catalog() string { return c.db.catalog }
 // table is appended through a query appender, INSERT INTO the table
 // SELECT * FROM the appended rows, which casts as INSERT does.
 func (c *Conn) AppendPath(path []string, table string, chunk *wire.DataChunk) error {
+	return c.AppendChunks(path, table, []*wire.DataChunk{chunk})
+}
+
+// AppendChunks is AppendPath of several chunks, all of the first one's
+// column types, through one appender: creating and flushing an appender
+// per chunk cost a staged log entry of thirteen chunks a fifth of its
+// apply time.
+func (c *Conn) AppendChunks(path []string, table string, chunks []*wire.DataChunk) error {
 	name := qualifiedName(path, table)
 	if len(path) == 0 {
 		return fmt.Errorf("append to %s: no schema", name)
@@ -48,7 +57,7 @@ func (c *Conn) AppendPath(path []string, table string, chunk *wire.DataChunk) er
 		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	defer c.end(q)
-	if err := c.appendTx(q, path, table, chunk); err != nil {
+	if err := c.appendTx(q, path, table, chunks); err != nil {
 		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	return nil
@@ -60,14 +69,14 @@ func qualifiedName(path []string, table string) string {
 }
 
 // appendTx wraps append in a transaction unless one is open.
-func (c *Conn) appendTx(q *query, path []string, table string, chunk *wire.DataChunk) error {
+func (c *Conn) appendTx(q *query, path []string, table string, chunks []*wire.DataChunk) error {
 	if c.inTx {
-		return c.append(q, path, table, chunk)
+		return c.append(q, path, table, chunks)
 	}
 	if err := c.run("BEGIN TRANSACTION"); err != nil {
 		return err
 	}
-	if err := c.append(q, path, table, chunk); err != nil {
+	if err := c.append(q, path, table, chunks); err != nil {
 		if rerr := c.run("ROLLBACK"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
@@ -86,9 +95,20 @@ func (c *Conn) run(sql string) error {
 	return nil
 }
 
-func (c *Conn) append(q *query, path []string, table string, chunk *wire.DataChunk) error {
-	if chunk == nil {
+func (c *Conn) append(q *query, path []string, table string, chunks []*wire.DataChunk) error {
+	if len(chunks) == 0 || slices.Contains(chunks, nil) {
 		return errors.New("nil chunk")
+	}
+	chunk := chunks[0]
+	for i, ch := range chunks[1:] {
+		if len(ch.Columns) != len(chunk.Columns) {
+			return fmt.Errorf("chunk %d has %d columns, the first %d", i+2, len(ch.Columns), len(chunk.Columns))
+		}
+		for j, col := range ch.Columns {
+			if col == nil || !sameType(&col.Type, &chunk.Columns[j].Type) {
+				return fmt.Errorf("chunk %d: column %d differs from the first chunk's", i+2, j+1)
+			}
+		}
 	}
 	// The DuckDB chunk has the wire types; where they differ from the
 	// table's, the appender casts.
@@ -147,20 +167,27 @@ func (c *Conn) append(q *query, path []string, table string, chunk *wire.DataChu
 		return errors.New("DuckDB cannot create a data chunk of these types")
 	}
 	batch := int(bindings.VectorSize())
-	for start := 0; start < chunk.Rows; start += batch {
-		if c.interrupted(q) {
-			return errInterrupted()
-		}
-		n := min(batch, chunk.Rows-start)
-		bindings.DataChunkReset(dc)
+	for _, chunk := range chunks {
 		for i, col := range chunk.Columns {
-			if err := copyVector(bindings.DataChunkGetVector(dc, bindings.IdxT(i)), col, start, n, 0); err != nil {
-				return fmt.Errorf("column %d: %w", i+1, err)
+			if col.Count < chunk.Rows {
+				return fmt.Errorf("column %d has %d rows, chunk has %d", i+1, col.Count, chunk.Rows)
 			}
 		}
-		bindings.DataChunkSetSize(dc, bindings.IdxT(n))
-		if bindings.AppendDataChunk(app, dc) == bindings.StateError {
-			return withMismatch(mismatch, appenderError(app))
+		for start := 0; start < chunk.Rows; start += batch {
+			if c.interrupted(q) {
+				return errInterrupted()
+			}
+			n := min(batch, chunk.Rows-start)
+			bindings.DataChunkReset(dc)
+			for i, col := range chunk.Columns {
+				if err := copyVector(bindings.DataChunkGetVector(dc, bindings.IdxT(i)), col, start, n, 0); err != nil {
+					return fmt.Errorf("column %d: %w", i+1, err)
+				}
+			}
+			bindings.DataChunkSetSize(dc, bindings.IdxT(n))
+			if bindings.AppendDataChunk(app, dc) == bindings.StateError {
+				return withMismatch(mismatch, appenderError(app))
+			}
 		}
 	}
 	if bindings.AppenderClose(app) == bindings.StateError {
