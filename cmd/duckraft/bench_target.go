@@ -30,7 +30,7 @@ type benchFlags struct {
 	// daemonFlags are extra duckraftd flags for the local clusters.
 	daemonFlags string
 	systems     string
-	pg      string
+	pg          string
 }
 
 func (b *benchFlags) register(fs *flag.FlagSet, defaultSystems string) {
