@@ -177,3 +177,43 @@ func waitCount(t *testing.T, n *testcluster.Node, table string, want int64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStagedIngestSurvivesLeaderKill: the leader is killed with SIGKILL in
+// the middle of a staged transaction. The node the client is connected to
+// holds the transaction and resends the Stage entry whose outcome it did
+// not learn, with its key, to the new leader: the COMMIT applies every row
+// once, on every node.
+func TestStagedIngestSurvivesLeaderKill(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--stage-bytes", "65536"}})
+	leader := c.WaitForLeader(t, 10*time.Second)
+	via := c.Others(leader)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := client.Connect(ctx, "quack:"+via.QuackAddr, client.Options{Token: testcluster.Token, Generation: wire.Q1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const chunks, rowsPer = 40, 2048
+	exec(t, conn, "BEGIN TRANSACTION")
+	exec(t, conn, "CREATE TABLE survivors (i BIGINT, s VARCHAR, d DOUBLE)")
+	for k := range chunks {
+		if k == chunks/2 {
+			leader.Kill()
+		}
+		if err := conn.Append(ctx, "main", "survivors", ingestChunk(t, k*rowsPer, rowsPer)); err != nil {
+			t.Fatalf("append %d: %v", k, err)
+		}
+	}
+	exec(t, conn, "COMMIT")
+	for _, n := range c.Others(leader) {
+		waitCount(t, n, "survivors", chunks*rowsPer)
+	}
+	if n, err := queryCount(conn, "SELECT count(DISTINCT i) FROM survivors"); err != nil || n != chunks*rowsPer {
+		t.Fatalf("%d distinct rows (%v), want %d", n, err, chunks*rowsPer)
+	}
+	leader.Restart(t)
+	waitCount(t, leader, "survivors", chunks*rowsPer)
+	waitNoStages(t, c)
+	c.WaitConverged(t, time.Minute)
+}
