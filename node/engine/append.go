@@ -105,7 +105,7 @@ func (c *Conn) append(q *query, path []string, table string, chunk *wire.DataChu
 		if col.Count < chunk.Rows {
 			return fmt.Errorf("column %d has %d rows, chunk has %d", i+1, col.Count, chunk.Rows)
 		}
-		lt, err := cType(col.Type)
+		lt, err := cType(c.conn, col.Type)
 		if err != nil {
 			return fmt.Errorf("column %d: %w", i+1, err)
 		}
@@ -215,6 +215,11 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 	case layoutList:
 		return copyList(dst, src, from, n, at)
 	case layoutStruct:
+		if src.Type.ID == wire.TypeVariant {
+			if err := checkVariant(src, from, n); err != nil {
+				return err
+			}
+		}
 		if len(src.Children) != len(src.Type.Fields) {
 			return fmt.Errorf("%d children for %d fields", len(src.Children), len(src.Type.Fields))
 		}

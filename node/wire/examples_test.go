@@ -138,8 +138,12 @@ func TestTupleAndTimestampTZNS(t *testing.T) {
 	if q3[2] != byte(TypeTuple) {
 		t.Errorf("TUPLE at V2_0_0 written as id %d", q3[2])
 	}
-	if tuple.String() != "STRUCT(INTEGER)" {
+	// As DuckDB 2.0's typeof(ROW(1)) and typeof(ROW()) print them.
+	if tuple.String() != "TUPLE(INTEGER)" {
 		t.Errorf("TUPLE renders as %q", tuple.String())
+	}
+	if s := (LogicalType{ID: TypeTuple}).String(); s != "TUPLE" {
+		t.Errorf("empty TUPLE renders as %q", s)
 	}
 	tz := LogicalType{ID: TypeTimestampTZNS}
 	if _, err := AppendLogicalType(nil, &tz, Q1); err == nil {
