@@ -184,3 +184,88 @@ func wantTypeName(g wire.Generation, typeOf string) string {
 	}
 	return typeOf
 }
+
+// TestAttachTypesQ3: a DuckDB 2.0 client binds an attached table from the
+// CREATE TABLE text of the catalog load, then scans it and reads the
+// columns' types from the wire; the two must agree, column by column, for
+// every type (a TUPLE sent as STRUCT would not). The catalog load answers
+// DuckDB's own text for the table.
+func TestAttachTypesQ3(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	c := connect(t, addr, wire.Q3)
+	var cols, values []string
+	for i, tc := range typeCases {
+		cols = append(cols, fmt.Sprintf("c%d %s", i, tc.sqlType))
+		values = append(values, fmt.Sprintf("(%s)::%s", tc.literal, tc.sqlType))
+	}
+	exec(t, c, "CREATE TABLE every("+strings.Join(cols, ", ")+")")
+	exec(t, c, "INSERT INTO every VALUES ("+strings.Join(values, ", ")+"), ("+strings.Repeat("NULL, ", len(cols)-1)+"NULL)")
+
+	_, attachTables := attachQueries(t)
+	var sql string
+	for _, row := range queryRows(t, c, attachTables) {
+		if s, _ := row[1].(string); strings.HasPrefix(s, "CREATE TABLE every(") {
+			sql = s
+		}
+	}
+	own := queryRows(t, c, "SELECT sql FROM duckdb_tables() WHERE table_name = 'every'")
+	if sql == "" || sql != own[0][0] {
+		t.Fatalf("the catalog load answers %q for the table, DuckDB %q", sql, own[0][0])
+	}
+
+	declared := queryRows(t, c, "SELECT data_type FROM duckdb_columns() WHERE table_name = 'every' ORDER BY column_index")
+	rows, err := c.Query(context.Background(), "FROM every")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	chunk, err := rows.NextChunk()
+	if err != nil || chunk == nil || chunk.Rows != 2 {
+		t.Fatalf("scan: %v, %v", chunk, err)
+	}
+	for i, col := range chunk.Columns {
+		if got := col.Type.String(); got != declared[i][0] {
+			t.Errorf("column c%d is %s in the catalog, %s on the wire", i, declared[i][0], got)
+		}
+		if !strings.Contains(sql, fmt.Sprintf("c%d %s", i, declared[i][0])) {
+			t.Errorf("column c%d: the CREATE TABLE text %q does not declare it %s", i, sql, declared[i][0])
+		}
+	}
+	if chunk.Columns[0].Type.ID != wire.TypeBoolean {
+		t.Fatalf("columns out of order: %s", chunk.Columns[0].Type)
+	}
+}
+
+// TestResultOnlyTypes: the two DuckDB 2.0 types no table column can have
+// reach clients as results only. NULL crosses with its type, as DuckDB
+// names it; TYPE values (get_type(x), make_type('name')) cannot be read
+// through DuckDB's C API (it has no id for them) and get an error that
+// says so and how to read them.
+func TestResultOnlyTypes(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	for _, g := range generations {
+		c := connect(t, addr, g)
+		rows, err := c.Query(context.Background(), "SELECT NULL AS n, typeof(NULL)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk, err := rows.NextChunk()
+		rows.Close()
+		if err != nil || chunk == nil || chunk.Rows != 1 {
+			t.Fatalf("Q%d: %v, %v", g, chunk, err)
+		}
+		typeOf, _ := chunk.Columns[1].Text(0)
+		// DuckDB quotes the type's name, a keyword: "NULL".
+		if got := chunk.Columns[0].Type.String(); got != typeOf || chunk.Columns[0].IsValid(0) {
+			t.Errorf("Q%d: NULL arrives as %s (valid %v), typeof %s", g, got, chunk.Columns[0].IsValid(0), typeOf)
+		}
+
+		_, err = c.Query(context.Background(), "SELECT get_type([1]) AS ty")
+		if err == nil || !strings.Contains(err.Error(), "such as TYPE") {
+			t.Errorf("Q%d: a TYPE value: %v, want an error naming TYPE", g, err)
+		}
+		if got := queryRows(t, c, "SELECT get_type([1])::VARCHAR"); got[0][0] != "INTEGER[]" {
+			t.Errorf("Q%d: TYPE cast to VARCHAR reads %v", g, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -163,6 +164,11 @@ func wireType(lt bindings.LogicalType) (wire.LogicalType, error) {
 	case bindings.TypeVariant:
 		t.ID = wire.TypeVariant
 		t.Fields = variantFields
+	case bindings.TypeInvalid:
+		// The C API reports types it has no id for as INVALID: DuckDB 2.0's
+		// TYPE (a value that is a type, e.g. SELECT TYPE 'INTEGER'), which
+		// no table can hold, and types internal to DuckDB.
+		return t, errors.New("type without a DuckDB C API id (such as TYPE): cast the column, e.g. to VARCHAR")
 	default:
 		return t, fmt.Errorf("unsupported DuckDB type id %d", id)
 	}
