@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -233,4 +234,40 @@ func nullRow(v *wire.Vector, i int) {
 		}
 	}
 	v.Validity[i>>3] &^= 1 << (uint(i) & 7)
+}
+
+// TestAppendVariantFromStorage reads VARIANT columns back from a
+// checkpointed database file, where DuckDB 2.0 may store them shredded
+// (typed columns per path), and appends what it read into another table:
+// the chunks come out flat in the unshredded layout and append as the same
+// values.
+func TestAppendVariantFromStorage(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "v.duckdb"), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := connect(t, db)
+	exec(t, c, `CREATE TABLE src AS SELECT i::INTEGER AS id,
+		CASE WHEN i % 9 = 0 THEN NULL WHEN i % 3 = 0 THEN i::VARIANT
+			ELSE {'a': i, 'b': 'n' || i, 'c': [i, i + 1]}::VARIANT END AS v
+		FROM range(300000) r(i)`)
+	exec(t, c, "CHECKPOINT")
+	exec(t, c, "CREATE TABLE dst(id INTEGER, v VARIANT)")
+	types, chunks := collect(t, c, "FROM src")
+	if types[1].ID != wire.TypeVariant {
+		t.Fatalf("read %s", typeName(types[1]))
+	}
+	for _, ch := range chunks {
+		if err := c.Append("", "dst", ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := queryInt64(t, c, `SELECT count(*) FROM src FULL JOIN dst USING (id)
+		WHERE src.v IS DISTINCT FROM dst.v OR src.v::VARCHAR IS DISTINCT FROM dst.v::VARCHAR`); d != 0 {
+		t.Fatalf("%d rows differ", d)
+	}
+	if n := queryInt64(t, c, "SELECT count(*) FROM dst"); n != 300000 {
+		t.Fatalf("%d rows", n)
+	}
 }
