@@ -353,8 +353,9 @@ func copyStrings(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 	return nil
 }
 
-// checkString rejects values DuckDB would misread: invalid UTF-8 in VARCHAR
-// and malformed BIT or BIGNUM headers.
+// checkString rejects values DuckDB would misread: invalid UTF-8 in VARCHAR,
+// malformed BIT or BIGNUM headers and GEOMETRY values not in DuckDB's
+// internal form.
 func checkString(id wire.TypeID, b []byte, checkUTF8 bool) error {
 	switch {
 	case checkUTF8 && !utf8.Valid(b):
@@ -363,6 +364,8 @@ func checkString(id wire.TypeID, b []byte, checkUTF8 bool) error {
 		return errors.New("malformed BIT value")
 	case id == wire.TypeBigNum && len(b) < 4:
 		return errors.New("malformed BIGNUM value")
+	case id == wire.TypeGeometry:
+		return checkGeometry(b)
 	}
 	return nil
 }

@@ -99,7 +99,9 @@ const maxVariantDepth = 1000
 // offsets and reads outside its buffers on a malformed one, so every row is
 // held to the invariants DuckDB's own debug check (VariantUtils::Verify)
 // asserts, plus what it leaves out: each value's payload lies inside the
-// row's data, VARCHAR payloads are UTF-8, and the values form a tree of
+// row's data, VARCHAR payloads are UTF-8, BIT, BIGNUM and GEOMETRY payloads
+// are well formed (a malformed GEOMETRY makes DuckDB invalidate the whole
+// database when it reads one), and the values form a tree of
 // bounded depth under value 0 (no value is the child of two parents, so a
 // walk from the root ends).
 func checkVariant(v *wire.Vector, from, n int) error {
@@ -314,6 +316,8 @@ func (r *variantRow) checkValue(i uint64, parents []uint8) error {
 			return checkString(wire.TypeBit, s, false)
 		case variantBignum:
 			return checkString(wire.TypeBigNum, s, false)
+		case variantGeometry:
+			return checkGeometry(s)
 		}
 	}
 	return nil
