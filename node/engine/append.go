@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -243,8 +244,8 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 }
 
 // checkFixed rejects BOOLEAN values other than 0 and 1 and ENUM indexes
-// beyond the dictionary, which DuckDB would read out of bounds. data holds
-// the rows from on.
+// beyond the dictionary, which DuckDB would read out of bounds, and time
+// values outside their range (checkTime). data holds the rows from on.
 func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 	var limit uint64
 	switch src.Type.ID {
@@ -252,6 +253,16 @@ func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 		limit = 2
 	case wire.TypeEnum:
 		limit = uint64(len(src.Type.EnumValues))
+	case wire.TypeTime, wire.TypeTimeNS, wire.TypeTimeTZ, wire.TypeTimestampS, wire.TypeTimestampMS:
+		for i := range len(data) / width {
+			if !src.IsValid(from + i) {
+				continue
+			}
+			if err := checkTime(src.Type.ID, binary.LittleEndian.Uint64(data[8*i:])); err != nil {
+				return fmt.Errorf("row %d: %w", from+i, err)
+			}
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -270,6 +281,49 @@ func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 		}
 		if v >= limit {
 			return fmt.Errorf("row %d: invalid %s value %d", from+i, typeName(src.Type), v)
+		}
+	}
+	return nil
+}
+
+// Time limits of DuckDB's dtime_t, dtime_ns_t and dtime_tz_t: a time of
+// day from 00:00:00 to 24:00:00, and a TIME WITH TIME ZONE's offset
+// (stored as MAX_OFFSET - offset in its low 24 bits) within ±15:59:59.
+const (
+	microsPerDay    = 86400 * 1000000
+	timeTZMaxOffset = 16*60*60 - 1
+)
+
+// checkTime rejects a TIME, TIME_NS, TIMETZ, TIMESTAMP_S or TIMESTAMP_MS
+// value outside its range: DuckDB formats and converts them without a check
+// that may fail, and an out-of-range one invalidates the whole database
+// when it is printed.
+func checkTime(id wire.TypeID, bits uint64) error {
+	switch id {
+	case wire.TypeTime:
+		if int64(bits) < 0 || int64(bits) > microsPerDay {
+			return fmt.Errorf("TIME value %d µs outside a day", int64(bits))
+		}
+	case wire.TypeTimeNS:
+		if int64(bits) < 0 || int64(bits) > microsPerDay*1000 {
+			return fmt.Errorf("TIME_NS value %d ns outside a day", int64(bits))
+		}
+	case wire.TypeTimestampS, wire.TypeTimestampMS:
+		// DuckDB converts these to microseconds without a check that may
+		// fail; ±infinity (±(2^63-1)) are kept as they are.
+		scale := int64(1000000)
+		if id == wire.TypeTimestampMS {
+			scale = 1000
+		}
+		if v := int64(bits); v != math.MaxInt64 && v != -math.MaxInt64 && (v > math.MaxInt64/scale || v < -math.MaxInt64/scale) {
+			return fmt.Errorf("%s value %d beyond the microseconds of a TIMESTAMP", typeNames[id], v)
+		}
+	case wire.TypeTimeTZ:
+		if micros := bits >> 24; micros > microsPerDay {
+			return fmt.Errorf("TIMETZ time %d µs outside a day", micros)
+		}
+		if bits&(1<<24-1) > 2*timeTZMaxOffset {
+			return errors.New("TIMETZ offset beyond ±15:59:59")
 		}
 	}
 	return nil

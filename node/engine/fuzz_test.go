@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/duckraft/duckraft/node/wire"
@@ -116,4 +117,97 @@ func joinKeys(keys []string) string {
 		b.WriteString(k)
 	}
 	return b.String()
+}
+
+// fuzzTypes are the column types FuzzAppendValue appends raw values of.
+var fuzzTypes = []string{
+	"BIT", "BIGNUM", "GEOMETRY", "BLOB", "VARCHAR", "DATE", "TIME", "TIME_NS", "TIMETZ", "TIMESTAMP",
+	"TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMPTZ", "TIMESTAMPTZ_NS", "INTERVAL", "UUID",
+	"HUGEINT", "UHUGEINT", "DECIMAL(4,1)", "DECIMAL(18,3)", "DECIMAL(38,10)", "FLOAT", "DOUBLE",
+	"ENUM('a', 'b')", "BOOLEAN",
+}
+
+// FuzzAppendValue appends one value of raw bytes to a column of each of
+// fuzzTypes (strings as they are, fixed-width types cut or padded to their
+// width) and, when the append is accepted, has DuckDB read it every way it
+// can. A value DuckDB takes and then cannot read without invalidating the
+// database fails the next statement.
+func FuzzAppendValue(f *testing.F) {
+	f.Add(byte(0), []byte{0})
+	f.Add(byte(1), []byte{0x80, 0, 1, 7})
+	f.Add(byte(2), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x40})
+	f.Add(byte(5), []byte{0xff, 0xff, 0xff, 0x7f})
+	f.Add(byte(8), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(byte(15), []byte{1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	// Values that invalidated the database before they were checked: a
+	// MULTIPOINT whose part is a LINESTRING, a TIMESTAMP_S beyond the
+	// microseconds of a TIMESTAMP.
+	f.Add(byte(2), []byte{1, 4, 0, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(byte(10), []byte{0x22, 0x40, 0xb0, 0x6e, 0x10, 0x30})
+
+	db, err := Open("", Options{Threads: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Connect()
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	types := make([]wire.LogicalType, len(fuzzTypes))
+	for i, typ := range fuzzTypes {
+		if _, err := c.Exec(ctx, fmt.Sprintf("CREATE TABLE t%d(v %s)", i, typ)); err != nil {
+			f.Fatal(err)
+		}
+		ts, _ := collect(f, c, fmt.Sprintf("FROM t%d", i))
+		types[i] = ts[0]
+	}
+	// last names the value appended before, which a failing DELETE blames:
+	// the fuzzer's minimizer cannot, since the state is the database's.
+	var last string
+	f.Fuzz(func(t *testing.T, which byte, b []byte) {
+		i := int(which) % len(fuzzTypes)
+		v := &wire.Vector{Type: types[i], Count: 1}
+		l, width, err := physical(&v.Type)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == layoutString {
+			v.Offsets, v.Bytes = []uint32{0, uint32(len(b))}, b
+			if v.Type.ID == wire.TypeGeometry {
+				v.GeometryFormat = 1
+			}
+		} else {
+			v.Data = append(b[:min(len(b), width):min(len(b), width)], make([]byte, max(0, width-len(b)))...)
+		}
+		table := fmt.Sprintf("t%d", i)
+		if _, err := c.Exec(ctx, "DELETE FROM "+table); err != nil {
+			t.Fatalf("after %s: %v", last, err)
+		}
+		last = fmt.Sprintf("%s value %x", fuzzTypes[i], b)
+		if err := c.Append("", table, &wire.DataChunk{Rows: 1, Columns: []*wire.Vector{v}}); err != nil {
+			return
+		}
+		for _, q := range []string{
+			"SELECT v::VARCHAR, hash(v), v = v, v < v, v::VARIANT::VARCHAR FROM " + table,
+			"SELECT to_json(v)::VARCHAR, min(v)::VARCHAR, max(v)::VARCHAR FROM " + table + " GROUP BY v ORDER BY v",
+		} {
+			res, err := c.Query(ctx, q)
+			if err != nil {
+				continue
+			}
+			for {
+				ch, err := res.Next()
+				if err != nil || ch == nil {
+					break
+				}
+			}
+			res.Close()
+		}
+		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("%s value %x: %v", fuzzTypes[i], b, err)
+		}
+	})
 }

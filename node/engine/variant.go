@@ -89,6 +89,12 @@ var variantFixedSize = [variantTypeCount]int{
 	variantGeometry: -1, variantObject: -1, variantArray: -1,
 }
 
+// variantTimes are the value types whose payload checkTime checks.
+var variantTimes = map[uint8]wire.TypeID{
+	variantTimeMicros: wire.TypeTime, variantTimeNanos: wire.TypeTimeNS, variantTimeMicrosTZ: wire.TypeTimeTZ,
+	variantTimestampSec: wire.TypeTimestampS, variantTimestampMillis: wire.TypeTimestampMS,
+}
+
 // maxVariantDepth bounds the nesting of one VARIANT value: DuckDB walks
 // values recursively, and a client could otherwise send a chain deep
 // enough to overflow its stack.
@@ -233,6 +239,9 @@ func (r *variantRow) checkValue(i uint64, parents []uint8) error {
 	if size := variantFixedSize[id]; size >= 0 {
 		if len(p) < size {
 			return fmt.Errorf("%d-byte payload at offset %d beyond %d data bytes", size, off, len(r.blob))
+		}
+		if t, ok := variantTimes[id]; ok {
+			return checkTime(t, binary.LittleEndian.Uint64(p))
 		}
 		return nil
 	}
