@@ -89,8 +89,9 @@ var variantFixedSize = [variantTypeCount]int{
 	variantGeometry: -1, variantObject: -1, variantArray: -1,
 }
 
-// variantTimes are the value types whose payload checkTime checks.
-var variantTimes = map[uint8]wire.TypeID{
+// variantTimes are the column types of the value types whose payload
+// checkTime checks; 0 (INVALID) for the others.
+var variantTimes = [variantTypeCount]wire.TypeID{
 	variantTimeMicros: wire.TypeTime, variantTimeNanos: wire.TypeTimeNS, variantTimeMicrosTZ: wire.TypeTimeTZ,
 	variantTimestampSec: wire.TypeTimestampS, variantTimestampMillis: wire.TypeTimestampMS,
 }
@@ -240,7 +241,7 @@ func (r *variantRow) checkValue(i uint64, parents []uint8) error {
 		if len(p) < size {
 			return fmt.Errorf("%d-byte payload at offset %d beyond %d data bytes", size, off, len(r.blob))
 		}
-		if t, ok := variantTimes[id]; ok {
+		if t := variantTimes[id]; t != wire.TypeInvalid {
 			return checkTime(t, binary.LittleEndian.Uint64(p))
 		}
 		return nil
