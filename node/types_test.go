@@ -82,7 +82,7 @@ var variantCases = func() []typeCase {
 }()
 
 // q1Missing are the DuckDB 2.0 types DuckDB 1.5 lacks: a Q1 client gets an
-// error naming the type, as from DuckDB's own server at V1_5_0.
+// error naming the type, for a column of it and for a VARIANT holding one.
 var q1Missing = map[string]bool{"TIMESTAMPTZ_NS": true}
 
 // noText are the types whose values the Go client does not render as text.
@@ -112,12 +112,12 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 				// Server → client: compare the client's type and text with
 				// DuckDB's.
 				rows, err := c.Query(context.Background(), fmt.Sprintf("SELECT v, v::VARCHAR, typeof(v) FROM %s ORDER BY id", table))
-				if g == wire.Q1 && q1Missing[tc.sqlType] {
+				if g == wire.Q1 && (q1Missing[tc.sqlType] || strings.Contains(tc.literal, "::TIMESTAMPTZ_NS")) {
 					if err == nil {
 						_, err = rows.NextChunk()
 						rows.Close()
 					}
-					if err == nil || !strings.Contains(err.Error(), tc.sqlType) {
+					if err == nil || !strings.Contains(err.Error(), "TIMESTAMPTZ_NS") {
 						t.Fatalf("Q1 query of %s: %v, want an error naming the type", tc.sqlType, err)
 					}
 					t.Log(err)

@@ -151,6 +151,38 @@ func TestTupleAndTimestampTZNS(t *testing.T) {
 	}
 }
 
+// TestVariantTimestampTZNSBeforeQ3: a VARIANT holding a TIMESTAMPTZ_NS
+// (value type id 34, which DuckDB 1.5's VARIANT lacks) is refused for Q1,
+// as a TIMESTAMP_TZ_NS column is, and written for Q3.
+func TestVariantTimestampTZNSBeforeQ3(t *testing.T) {
+	list := func(child LogicalType) LogicalType { return LogicalType{ID: TypeList, Child: &child} }
+	fields := []Field{
+		{"keys", list(LogicalType{ID: TypeVarchar})},
+		{"children", list(LogicalType{ID: TypeStruct, Fields: []Field{{"keys_index", LogicalType{ID: TypeUInteger}}, {"values_index", LogicalType{ID: TypeUInteger}}}})},
+		{"values", list(LogicalType{ID: TypeStruct, Fields: []Field{{"type_id", LogicalType{ID: TypeUTinyInt}}, {"byte_offset", LogicalType{ID: TypeUInteger}}}})},
+		{"data", LogicalType{ID: TypeBlob}},
+	}
+	for _, tc := range []struct {
+		typeID uint8
+		q1     bool
+	}{{34, false}, {27, true}} {
+		v, err := NewVector(LogicalType{ID: TypeStruct, Fields: fields},
+			[]any{[]any{[]any{}, []any{}, []any{[]any{tc.typeID, uint32(0)}}, make([]byte, 8)}, nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Type.ID = TypeVariant
+		c := &DataChunk{Rows: 2, Columns: []*Vector{v}}
+		_, err = AppendDataChunk(nil, c, Q1)
+		if tc.q1 != (err == nil) || err != nil && !errors.Is(err, ErrUnsupportedType) {
+			t.Errorf("type id %d for Q1: %v", tc.typeID, err)
+		}
+		if _, err := AppendDataChunk(nil, c, Q3); err != nil {
+			t.Errorf("type id %d for Q3: %v", tc.typeID, err)
+		}
+	}
+}
+
 func TestLogicalTypeRejects(t *testing.T) {
 	tests := []struct {
 		name string
