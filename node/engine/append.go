@@ -221,6 +221,11 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 				return err
 			}
 		}
+		if src.Type.ID == wire.TypeUnion {
+			if err := checkUnionTags(src, from, n); err != nil {
+				return err
+			}
+		}
 		if len(src.Children) != len(src.Type.Fields) {
 			return fmt.Errorf("%d children for %d fields", len(src.Children), len(src.Type.Fields))
 		}
@@ -324,6 +329,27 @@ func checkTime(id wire.TypeID, bits uint64) error {
 		}
 		if bits&(1<<24-1) > 2*timeTZMaxOffset {
 			return errors.New("TIMETZ offset beyond ±15:59:59")
+		}
+	}
+	return nil
+}
+
+// checkUnionTags rejects a UNION row whose tag names no member: DuckDB
+// reads the member vector the tag names without a bounds check that may
+// fail ("Attempted to access index 7 within vector of size 2", an internal
+// error that invalidates the database).
+func checkUnionTags(src *wire.Vector, from, n int) error {
+	if len(src.Children) == 0 || src.Children[0] == nil || len(src.Children[0].Data) < from+n {
+		return errors.New("UNION without its tags")
+	}
+	members := len(src.Type.Fields) - 1
+	for i := from; i < from+n; i++ {
+		valid, err := validAt(src, i)
+		if err != nil {
+			return err
+		}
+		if valid && int(src.Children[0].Data[i]) >= members {
+			return fmt.Errorf("row %d: UNION tag %d beyond its %d members", i, src.Children[0].Data[i], members)
 		}
 	}
 	return nil

@@ -324,3 +324,28 @@ func TestAppendTimeRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendUnionTag: a UNION whose tag names no member is refused;
+// appended as it was, reading it was an internal error in DuckDB that
+// invalidated the database.
+func TestAppendUnionTag(t *testing.T) {
+	c := connect(t, openTest(t))
+	exec(t, c, "CREATE TABLE src AS SELECT ('x')::UNION(i INTEGER, s VARCHAR) AS v UNION ALL SELECT NULL")
+	exec(t, c, "CREATE TABLE dst AS FROM src WHERE false")
+	_, chunks := collect(t, c, "FROM src")
+	if err := c.Append("", "dst", cloneChunk(chunks[0])); err != nil {
+		t.Fatal(err)
+	}
+	bad := cloneChunk(chunks[0])
+	for i := range bad.Rows {
+		if bad.Columns[0].IsValid(i) {
+			bad.Columns[0].Children[0].Data[i] = 2
+		}
+	}
+	if err := c.Append("", "dst", bad); err == nil || !strings.Contains(err.Error(), "UNION tag 2 beyond its 2 members") {
+		t.Fatalf("append: %v", err)
+	}
+	if n := queryInt64(t, c, "SELECT count(*) FROM dst d, src s WHERE d.v::VARCHAR = s.v::VARCHAR"); n != 1 {
+		t.Fatalf("%d rows as the source", n)
+	}
+}
