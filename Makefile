@@ -30,9 +30,10 @@ test: build vet
 vet:
 	$(GO) vet -tags $(TAGS) $(PKGS)
 
-# fuzz runs every fuzz target of every decoder for FUZZTIME each.
+# fuzz runs every fuzz target of every decoder (and of the engine's append
+# checks) for FUZZTIME each.
 FUZZTIME ?= 30s
-FUZZ_PKGS := ./node/wire ./wal ./cluster ./routing/nodeapi
+FUZZ_PKGS := ./node/wire ./node/engine ./wal ./cluster ./routing/nodeapi
 fuzz:
 	@for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep ^Fuzz); do \

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -125,7 +126,7 @@ func (c *Conn) append(q *query, path []string, table string, chunks []*wire.Data
 		if col.Count < chunk.Rows {
 			return fmt.Errorf("column %d has %d rows, chunk has %d", i+1, col.Count, chunk.Rows)
 		}
-		lt, err := cType(col.Type)
+		lt, err := cType(c.conn, col.Type)
 		if err != nil {
 			return fmt.Errorf("column %d: %w", i+1, err)
 		}
@@ -242,6 +243,16 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 	case layoutList:
 		return copyList(dst, src, from, n, at)
 	case layoutStruct:
+		if src.Type.ID == wire.TypeVariant {
+			if err := checkVariant(src, from, n); err != nil {
+				return err
+			}
+		}
+		if src.Type.ID == wire.TypeUnion {
+			if err := checkUnionTags(src, from, n); err != nil {
+				return err
+			}
+		}
 		if len(src.Children) != len(src.Type.Fields) {
 			return fmt.Errorf("%d children for %d fields", len(src.Children), len(src.Type.Fields))
 		}
@@ -265,8 +276,8 @@ func copyVector(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 }
 
 // checkFixed rejects BOOLEAN values other than 0 and 1 and ENUM indexes
-// beyond the dictionary, which DuckDB would read out of bounds. data holds
-// the rows from on.
+// beyond the dictionary, which DuckDB would read out of bounds, and time
+// values outside their range (checkTime). data holds the rows from on.
 func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 	var limit uint64
 	switch src.Type.ID {
@@ -274,6 +285,16 @@ func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 		limit = 2
 	case wire.TypeEnum:
 		limit = uint64(len(src.Type.EnumValues))
+	case wire.TypeTime, wire.TypeTimeNS, wire.TypeTimeTZ, wire.TypeTimestampS, wire.TypeTimestampMS:
+		for i := range len(data) / width {
+			if !src.IsValid(from + i) {
+				continue
+			}
+			if err := checkTime(src.Type.ID, binary.LittleEndian.Uint64(data[8*i:])); err != nil {
+				return fmt.Errorf("row %d: %w", from+i, err)
+			}
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -292,6 +313,70 @@ func checkFixed(src *wire.Vector, data []byte, from, width int) error {
 		}
 		if v >= limit {
 			return fmt.Errorf("row %d: invalid %s value %d", from+i, typeName(src.Type), v)
+		}
+	}
+	return nil
+}
+
+// Time limits of DuckDB's dtime_t, dtime_ns_t and dtime_tz_t: a time of
+// day from 00:00:00 to 24:00:00, and a TIME WITH TIME ZONE's offset
+// (stored as MAX_OFFSET - offset in its low 24 bits) within ±15:59:59.
+const (
+	microsPerDay    = 86400 * 1000000
+	timeTZMaxOffset = 16*60*60 - 1
+)
+
+// checkTime rejects a TIME, TIME_NS, TIMETZ, TIMESTAMP_S or TIMESTAMP_MS
+// value outside its range: DuckDB formats and converts them without a check
+// that may fail, and an out-of-range one invalidates the whole database
+// when it is printed.
+func checkTime(id wire.TypeID, bits uint64) error {
+	switch id {
+	case wire.TypeTime:
+		if int64(bits) < 0 || int64(bits) > microsPerDay {
+			return fmt.Errorf("TIME value %d µs outside a day", int64(bits))
+		}
+	case wire.TypeTimeNS:
+		if int64(bits) < 0 || int64(bits) > microsPerDay*1000 {
+			return fmt.Errorf("TIME_NS value %d ns outside a day", int64(bits))
+		}
+	case wire.TypeTimestampS, wire.TypeTimestampMS:
+		// DuckDB converts these to microseconds without a check that may
+		// fail; ±infinity (±(2^63-1)) are kept as they are.
+		scale := int64(1000000)
+		if id == wire.TypeTimestampMS {
+			scale = 1000
+		}
+		if v := int64(bits); v != math.MaxInt64 && v != -math.MaxInt64 && (v > math.MaxInt64/scale || v < -math.MaxInt64/scale) {
+			return fmt.Errorf("%s value %d beyond the microseconds of a TIMESTAMP", typeNames[id], v)
+		}
+	case wire.TypeTimeTZ:
+		if micros := bits >> 24; micros > microsPerDay {
+			return fmt.Errorf("TIMETZ time %d µs outside a day", micros)
+		}
+		if bits&(1<<24-1) > 2*timeTZMaxOffset {
+			return errors.New("TIMETZ offset beyond ±15:59:59")
+		}
+	}
+	return nil
+}
+
+// checkUnionTags rejects a UNION row whose tag names no member: DuckDB
+// reads the member vector the tag names without a bounds check that may
+// fail ("Attempted to access index 7 within vector of size 2", an internal
+// error that invalidates the database).
+func checkUnionTags(src *wire.Vector, from, n int) error {
+	if len(src.Children) == 0 || src.Children[0] == nil || len(src.Children[0].Data) < from+n {
+		return errors.New("UNION without its tags")
+	}
+	members := len(src.Type.Fields) - 1
+	for i := from; i < from+n; i++ {
+		valid, err := validAt(src, i)
+		if err != nil {
+			return err
+		}
+		if valid && int(src.Children[0].Data[i]) >= members {
+			return fmt.Errorf("row %d: UNION tag %d beyond its %d members", i, src.Children[0].Data[i], members)
 		}
 	}
 	return nil
@@ -375,8 +460,9 @@ func copyStrings(dst bindings.Vector, src *wire.Vector, from, n, at int) error {
 	return nil
 }
 
-// checkString rejects values DuckDB would misread: invalid UTF-8 in VARCHAR
-// and malformed BIT or BIGNUM headers.
+// checkString rejects values DuckDB would misread: invalid UTF-8 in VARCHAR,
+// malformed BIT or BIGNUM headers and GEOMETRY values not in DuckDB's
+// internal form.
 func checkString(id wire.TypeID, b []byte, checkUTF8 bool) error {
 	switch {
 	case checkUTF8 && !utf8.Valid(b):
@@ -385,6 +471,8 @@ func checkString(id wire.TypeID, b []byte, checkUTF8 bool) error {
 		return errors.New("malformed BIT value")
 	case id == wire.TypeBigNum && len(b) < 4:
 		return errors.New("malformed BIGNUM value")
+	case id == wire.TypeGeometry:
+		return checkGeometry(b)
 	}
 	return nil
 }

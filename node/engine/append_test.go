@@ -274,3 +274,78 @@ func TestAppendNestedSchema(t *testing.T) {
 		t.Error("a chunk with too few columns was appended")
 	}
 }
+
+// TestAppendTimeRanges: DuckDB prints and converts TIME, TIME_NS, TIMETZ,
+// TIMESTAMP_S and TIMESTAMP_MS values without a check that may fail, and an
+// out-of-range one appended as it is invalidates the database when read
+// (TIMETZ with every bit set, a TIMESTAMP_S beyond the microseconds of a
+// TIMESTAMP). Those are refused; the extremes DuckDB makes itself append
+// and read back as DuckDB prints them, in a column and inside a VARIANT.
+func TestAppendTimeRanges(t *testing.T) {
+	c := connect(t, openTest(t))
+	bad := []struct {
+		typ  string
+		bits uint64
+		want string
+	}{
+		{"TIME", uint64(microsPerDay + 1), "outside a day"},
+		{"TIME", 1 << 63, "outside a day"},
+		{"TIME_NS", uint64(microsPerDay*1000 + 1), "outside a day"},
+		{"TIMETZ", ^uint64(0), "outside a day"},
+		{"TIMETZ", 2*timeTZMaxOffset + 1, "offset beyond"},
+		{"TIMESTAMP_S", 0x30106eb04022, "beyond the microseconds"},
+		{"TIMESTAMP_MS", 1 << 62, "beyond the microseconds"},
+	}
+	for _, b := range bad {
+		exec(t, c, "CREATE OR REPLACE TABLE t(v "+b.typ+")")
+		types, _ := collect(t, c, "FROM t")
+		v := &wire.Vector{Type: types[0], Count: 1, Data: binary.LittleEndian.AppendUint64(nil, b.bits)}
+		err := c.Append("", "t", &wire.DataChunk{Rows: 1, Columns: []*wire.Vector{v}})
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s %#x: %v, want an error with %q", b.typ, b.bits, err, b.want)
+		}
+	}
+	good := []string{
+		"'24:00:00'::TIME", "'00:00:00'::TIME", "'24:00:00'::TIME_NS", "'24:00:00+15:59:59'::TIMETZ",
+		"'00:00:00-15:59:59'::TIMETZ", "'infinity'::TIMESTAMP_S", "'-infinity'::TIMESTAMP_S",
+		"'294247-01-10'::TIMESTAMP_S", "'290309-12-22 (BC)'::TIMESTAMP_S", "'infinity'::TIMESTAMP_MS",
+		"'294247-01-10 04:00:54.775'::TIMESTAMP_MS",
+	}
+	for _, g := range good {
+		exec(t, c, "CREATE OR REPLACE TABLE src AS SELECT "+g+" AS v, ("+g+")::VARIANT AS w")
+		exec(t, c, "CREATE OR REPLACE TABLE dst AS FROM src LIMIT 0")
+		_, chunks := collect(t, c, "FROM src")
+		if err := c.Append("", "dst", chunks[0]); err != nil {
+			t.Errorf("%s: %v", g, err)
+			continue
+		}
+		if n := queryInt64(t, c, "SELECT count(*) FROM src, dst WHERE src.v::VARCHAR = dst.v::VARCHAR AND src.w::VARCHAR = dst.w::VARCHAR"); n != 1 {
+			t.Errorf("%s: read back differs", g)
+		}
+	}
+}
+
+// TestAppendUnionTag: a UNION whose tag names no member is refused;
+// appended as it was, reading it was an internal error in DuckDB that
+// invalidated the database.
+func TestAppendUnionTag(t *testing.T) {
+	c := connect(t, openTest(t))
+	exec(t, c, "CREATE TABLE src AS SELECT ('x')::UNION(i INTEGER, s VARCHAR) AS v UNION ALL SELECT NULL")
+	exec(t, c, "CREATE TABLE dst AS FROM src WHERE false")
+	_, chunks := collect(t, c, "FROM src")
+	if err := c.Append("", "dst", cloneChunk(chunks[0])); err != nil {
+		t.Fatal(err)
+	}
+	bad := cloneChunk(chunks[0])
+	for i := range bad.Rows {
+		if bad.Columns[0].IsValid(i) {
+			bad.Columns[0].Children[0].Data[i] = 2
+		}
+	}
+	if err := c.Append("", "dst", bad); err == nil || !strings.Contains(err.Error(), "UNION tag 2 beyond its 2 members") {
+		t.Fatalf("append: %v", err)
+	}
+	if n := queryInt64(t, c, "SELECT count(*) FROM dst d, src s WHERE d.v::VARCHAR = s.v::VARCHAR"); n != 1 {
+		t.Fatalf("%d rows as the source", n)
+	}
+}

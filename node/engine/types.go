@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,36 +15,37 @@ import (
 // LogicalTypeId (the wire id) for types without extra info. The two
 // enumerations differ, so the mapping must be explicit.
 var simpleTypes = map[bindings.Type]wire.TypeID{
-	bindings.TypeSQLNull:     wire.TypeSQLNull,
-	bindings.TypeBoolean:     wire.TypeBoolean,
-	bindings.TypeTinyInt:     wire.TypeTinyInt,
-	bindings.TypeSmallInt:    wire.TypeSmallInt,
-	bindings.TypeInteger:     wire.TypeInteger,
-	bindings.TypeBigInt:      wire.TypeBigInt,
-	bindings.TypeUTinyInt:    wire.TypeUTinyInt,
-	bindings.TypeUSmallInt:   wire.TypeUSmallInt,
-	bindings.TypeUInteger:    wire.TypeUInteger,
-	bindings.TypeUBigInt:     wire.TypeUBigInt,
-	bindings.TypeHugeInt:     wire.TypeHugeInt,
-	bindings.TypeUHugeInt:    wire.TypeUHugeInt,
-	bindings.TypeFloat:       wire.TypeFloat,
-	bindings.TypeDouble:      wire.TypeDouble,
-	bindings.TypeDate:        wire.TypeDate,
-	bindings.TypeTime:        wire.TypeTime,
-	bindings.TypeTimeNS:      wire.TypeTimeNS,
-	bindings.TypeTimeTZ:      wire.TypeTimeTZ,
-	bindings.TypeTimestamp:   wire.TypeTimestamp,
-	bindings.TypeTimestampS:  wire.TypeTimestampS,
-	bindings.TypeTimestampMS: wire.TypeTimestampMS,
-	bindings.TypeTimestampNS: wire.TypeTimestampNS,
-	bindings.TypeTimestampTZ: wire.TypeTimestampTZ,
-	bindings.TypeInterval:    wire.TypeInterval,
-	bindings.TypeUUID:        wire.TypeUUID,
-	bindings.TypeVarchar:     wire.TypeVarchar,
-	bindings.TypeBlob:        wire.TypeBlob,
-	bindings.TypeBit:         wire.TypeBit,
-	bindings.TypeBigNum:      wire.TypeBigNum,
-	bindings.TypeGeometry:    wire.TypeGeometry,
+	bindings.TypeSQLNull:       wire.TypeSQLNull,
+	bindings.TypeBoolean:       wire.TypeBoolean,
+	bindings.TypeTinyInt:       wire.TypeTinyInt,
+	bindings.TypeSmallInt:      wire.TypeSmallInt,
+	bindings.TypeInteger:       wire.TypeInteger,
+	bindings.TypeBigInt:        wire.TypeBigInt,
+	bindings.TypeUTinyInt:      wire.TypeUTinyInt,
+	bindings.TypeUSmallInt:     wire.TypeUSmallInt,
+	bindings.TypeUInteger:      wire.TypeUInteger,
+	bindings.TypeUBigInt:       wire.TypeUBigInt,
+	bindings.TypeHugeInt:       wire.TypeHugeInt,
+	bindings.TypeUHugeInt:      wire.TypeUHugeInt,
+	bindings.TypeFloat:         wire.TypeFloat,
+	bindings.TypeDouble:        wire.TypeDouble,
+	bindings.TypeDate:          wire.TypeDate,
+	bindings.TypeTime:          wire.TypeTime,
+	bindings.TypeTimeNS:        wire.TypeTimeNS,
+	bindings.TypeTimeTZ:        wire.TypeTimeTZ,
+	bindings.TypeTimestamp:     wire.TypeTimestamp,
+	bindings.TypeTimestampS:    wire.TypeTimestampS,
+	bindings.TypeTimestampMS:   wire.TypeTimestampMS,
+	bindings.TypeTimestampNS:   wire.TypeTimestampNS,
+	bindings.TypeTimestampTZ:   wire.TypeTimestampTZ,
+	bindings.TypeTimestampTZNS: wire.TypeTimestampTZNS,
+	bindings.TypeInterval:      wire.TypeInterval,
+	bindings.TypeUUID:          wire.TypeUUID,
+	bindings.TypeVarchar:       wire.TypeVarchar,
+	bindings.TypeBlob:          wire.TypeBlob,
+	bindings.TypeBit:           wire.TypeBit,
+	bindings.TypeBigNum:        wire.TypeBigNum,
+	bindings.TypeGeometry:      wire.TypeGeometry,
 }
 
 // cSimpleTypes is the inverse of simpleTypes.
@@ -139,6 +141,14 @@ func wireType(lt bindings.LogicalType) (wire.LogicalType, error) {
 			}
 			t.Fields[i] = wire.Field{Name: bindings.StructTypeChildName(lt, bindings.IdxT(i)), Type: ft}
 		}
+		// The C API reports DuckDB 2.0's TUPLE as a STRUCT whose fields have
+		// empty names. DuckDB tells the two apart the same way when it reads
+		// a type written as STRUCT (StructType::IsUnnamed: a first field
+		// without a name); an empty TUPLE (ROW()) cannot be told from an
+		// empty STRUCT and stays one.
+		if n > 0 && t.Fields[0].Name == "" {
+			t.ID = wire.TypeTuple
+		}
 	case bindings.TypeUnion:
 		t.ID = wire.TypeUnion
 		n := int(bindings.UnionTypeMemberCount(lt))
@@ -154,6 +164,11 @@ func wireType(lt bindings.LogicalType) (wire.LogicalType, error) {
 	case bindings.TypeVariant:
 		t.ID = wire.TypeVariant
 		t.Fields = variantFields
+	case bindings.TypeInvalid:
+		// The C API reports types it has no id for as INVALID: DuckDB 2.0's
+		// TYPE (a value that is a type, e.g. SELECT TYPE 'INTEGER'), which
+		// no table can hold, and types internal to DuckDB.
+		return t, errors.New("type without a DuckDB C API id (such as TYPE): cast the column, e.g. to VARCHAR")
 	default:
 		return t, fmt.Errorf("unsupported DuckDB type id %d", id)
 	}
@@ -166,20 +181,24 @@ func ownedWireType(lt bindings.LogicalType) (wire.LogicalType, error) {
 	return wireType(lt)
 }
 
-// cType builds the C API logical type for t. The caller must destroy it.
-func cType(t wire.LogicalType) (bindings.LogicalType, error) {
-	lt, err := cTypeNoAlias(t)
+// cType builds the C API logical type for t on conn. The caller must destroy
+// it.
+func cType(conn bindings.Connection, t wire.LogicalType) (bindings.LogicalType, error) {
+	lt, err := cTypeNoAlias(conn, t)
 	if err == nil && t.Alias != "" {
 		bindings.LogicalTypeSetAlias(lt, t.Alias)
 	}
 	return lt, err
 }
 
-func cTypeNoAlias(t wire.LogicalType) (bindings.LogicalType, error) {
+func cTypeNoAlias(conn bindings.Connection, t wire.LogicalType) (bindings.LogicalType, error) {
 	if c, ok := cSimpleTypes[t.ID]; ok && t.ID != wire.TypeSQLNull {
 		return bindings.CreateLogicalType(c), nil
 	}
+	cType := func(t wire.LogicalType) (bindings.LogicalType, error) { return cType(conn, t) }
 	switch t.ID {
+	case wire.TypeVariant:
+		return variantType(conn, t)
 	case wire.TypeDecimal:
 		if t.Width < 1 || t.Width > 38 || t.Scale > t.Width {
 			return bindings.LogicalType{}, fmt.Errorf("invalid type DECIMAL(%d,%d)", t.Width, t.Scale)
@@ -218,7 +237,7 @@ func cTypeNoAlias(t wire.LogicalType) (bindings.LogicalType, error) {
 		}
 		defer bindings.DestroyLogicalType(&value)
 		return bindings.CreateMapType(key, value), nil
-	case wire.TypeStruct, wire.TypeUnion:
+	case wire.TypeStruct, wire.TypeUnion, wire.TypeTuple:
 		fields := t.Fields
 		if t.ID == wire.TypeUnion {
 			if len(fields) == 0 || fields[0].Type.ID != wire.TypeUTinyInt {
@@ -244,6 +263,9 @@ func cTypeNoAlias(t wire.LogicalType) (bindings.LogicalType, error) {
 		if t.ID == wire.TypeUnion {
 			return bindings.CreateUnionType(types, names), nil
 		}
+		// A TUPLE's fields have empty names; the C API has no TUPLE, and
+		// its STRUCT of unnamed fields is what DuckDB reads a TUPLE as
+		// (StructType::IsUnnamed), so the appender takes it for one.
 		return bindings.CreateStructType(types, names), nil
 	}
 	return bindings.LogicalType{}, fmt.Errorf("type %s cannot be created through the DuckDB C API", typeName(t))
@@ -333,7 +355,7 @@ var typeNames = map[wire.TypeID]string{
 	wire.TypeFloat: "FLOAT", wire.TypeDouble: "DOUBLE", wire.TypeChar: "CHAR", wire.TypeVarchar: "VARCHAR",
 	wire.TypeBlob: "BLOB", wire.TypeInterval: "INTERVAL", wire.TypeUTinyInt: "UTINYINT",
 	wire.TypeUSmallInt: "USMALLINT", wire.TypeUInteger: "UINTEGER", wire.TypeUBigInt: "UBIGINT",
-	wire.TypeTimestampTZ: "TIMESTAMP WITH TIME ZONE", wire.TypeTimestampTZNS: "TIMESTAMP_TZ_NS",
+	wire.TypeTimestampTZ: "TIMESTAMP WITH TIME ZONE", wire.TypeTimestampTZNS: "TIMESTAMPTZ_NS",
 	wire.TypeTimeTZ: "TIME WITH TIME ZONE", wire.TypeTimeNS: "TIME_NS", wire.TypeBit: "BIT",
 	wire.TypeBigNum: "BIGNUM", wire.TypeUHugeInt: "UHUGEINT", wire.TypeHugeInt: "HUGEINT",
 	wire.TypeUUID: "UUID", wire.TypeGeometry: "GEOMETRY", wire.TypeVariant: "VARIANT",
@@ -373,6 +395,14 @@ func typeName(t wire.LogicalType) string {
 		}
 	case wire.TypeStruct:
 		return "STRUCT(" + fields(t.Fields) + ")"
+	case wire.TypeTuple:
+		if len(t.Fields) > 0 {
+			parts := make([]string, len(t.Fields))
+			for i, f := range t.Fields {
+				parts[i] = typeName(f.Type)
+			}
+			return "TUPLE(" + strings.Join(parts, ", ") + ")"
+		}
 	case wire.TypeUnion:
 		if len(t.Fields) > 0 {
 			return "UNION(" + fields(t.Fields[1:]) + ")"

@@ -138,12 +138,48 @@ func TestTupleAndTimestampTZNS(t *testing.T) {
 	if q3[2] != byte(TypeTuple) {
 		t.Errorf("TUPLE at V2_0_0 written as id %d", q3[2])
 	}
-	if tuple.String() != "STRUCT(INTEGER)" {
+	// As DuckDB 2.0's typeof(ROW(1)) and typeof(ROW()) print them.
+	if tuple.String() != "TUPLE(INTEGER)" {
 		t.Errorf("TUPLE renders as %q", tuple.String())
+	}
+	if s := (LogicalType{ID: TypeTuple}).String(); s != "TUPLE" {
+		t.Errorf("empty TUPLE renders as %q", s)
 	}
 	tz := LogicalType{ID: TypeTimestampTZNS}
 	if _, err := AppendLogicalType(nil, &tz, Q1); err == nil {
 		t.Error("TIMESTAMP_TZ_NS accepted for Q1")
+	}
+}
+
+// TestVariantTimestampTZNSBeforeQ3: a VARIANT holding a TIMESTAMPTZ_NS
+// (value type id 34, which DuckDB 1.5's VARIANT lacks) is refused for Q1,
+// as a TIMESTAMP_TZ_NS column is, and written for Q3.
+func TestVariantTimestampTZNSBeforeQ3(t *testing.T) {
+	list := func(child LogicalType) LogicalType { return LogicalType{ID: TypeList, Child: &child} }
+	fields := []Field{
+		{"keys", list(LogicalType{ID: TypeVarchar})},
+		{"children", list(LogicalType{ID: TypeStruct, Fields: []Field{{"keys_index", LogicalType{ID: TypeUInteger}}, {"values_index", LogicalType{ID: TypeUInteger}}}})},
+		{"values", list(LogicalType{ID: TypeStruct, Fields: []Field{{"type_id", LogicalType{ID: TypeUTinyInt}}, {"byte_offset", LogicalType{ID: TypeUInteger}}}})},
+		{"data", LogicalType{ID: TypeBlob}},
+	}
+	for _, tc := range []struct {
+		typeID uint8
+		q1     bool
+	}{{34, false}, {27, true}} {
+		v, err := NewVector(LogicalType{ID: TypeStruct, Fields: fields},
+			[]any{[]any{[]any{}, []any{}, []any{[]any{tc.typeID, uint32(0)}}, make([]byte, 8)}, nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Type.ID = TypeVariant
+		c := &DataChunk{Rows: 2, Columns: []*Vector{v}}
+		_, err = AppendDataChunk(nil, c, Q1)
+		if tc.q1 != (err == nil) || err != nil && !errors.Is(err, ErrUnsupportedType) {
+			t.Errorf("type id %d for Q1: %v", tc.typeID, err)
+		}
+		if _, err := AppendDataChunk(nil, c, Q3); err != nil {
+			t.Errorf("type id %d for Q3: %v", tc.typeID, err)
+		}
 	}
 }
 

@@ -59,7 +59,7 @@ var typeNames = map[TypeID]string{
 	TypeUInteger:      "UINTEGER",
 	TypeUBigInt:       "UBIGINT",
 	TypeTimestampTZ:   "TIMESTAMP WITH TIME ZONE",
-	TypeTimestampTZNS: "TIMESTAMP_TZ_NS",
+	TypeTimestampTZNS: "TIMESTAMPTZ_NS",
 	TypeTimeTZ:        "TIME WITH TIME ZONE",
 	TypeTimeNS:        "TIME_NS",
 	TypeBit:           "BIT",
@@ -223,7 +223,8 @@ var nullSlots = map[PhysicalType][]byte{
 func (p PhysicalType) nullSlot() []byte { return nullSlots[p] }
 
 // String renders t as DuckDB SQL type text, e.g. "DECIMAL(18,3)",
-// "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)" or "MAP(VARCHAR, INTEGER)".
+// "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)", "TUPLE(INTEGER, VARCHAR)" or
+// "MAP(VARCHAR, INTEGER)".
 func (t LogicalType) String() string {
 	var b strings.Builder
 	t.writeSQL(&b)
@@ -265,9 +266,16 @@ func (t *LogicalType) writeSQL(b *strings.Builder) {
 		}
 		b.WriteByte(')')
 	case TypeStruct, TypeUnion, TypeTuple:
-		if t.ID == TypeUnion {
+		switch {
+		case t.ID == TypeUnion:
 			b.WriteString("UNION(")
-		} else {
+		case t.ID == TypeTuple && len(t.Fields) == 0:
+			// DuckDB prints ROW()'s type without parentheses.
+			b.WriteString("TUPLE")
+			return
+		case t.ID == TypeTuple:
+			b.WriteString("TUPLE(")
+		default:
 			b.WriteString("STRUCT(")
 		}
 		fields := t.Fields
@@ -278,7 +286,9 @@ func (t *LogicalType) writeSQL(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			if t.ID != TypeTuple {
+			// DuckDB prints the fields of a TUPLE, and of a STRUCT whose
+			// first field has no name (1.5's unnamed STRUCT), without names.
+			if t.ID != TypeTuple && fields[0].Name != "" {
 				b.WriteString(fieldNameSQL(fields[i].Name))
 				b.WriteByte(' ')
 			}
@@ -454,7 +464,7 @@ func checkTypeShape(t *LogicalType, g Generation) error {
 		return typeErrorf(ErrUnsupportedType, "legacy aggregate state type cannot be written")
 	case TypeTimestampTZNS:
 		if g < Q3 {
-			return typeErrorf(ErrUnsupportedType, "TIMESTAMP_TZ_NS does not exist before Q3")
+			return typeErrorf(ErrUnsupportedType, "TIMESTAMPTZ_NS (TIMESTAMP_TZ_NS) does not exist before Q3")
 		}
 	case TypeDecimal:
 		if t.Width < 1 || t.Width > 38 || t.Scale > t.Width {

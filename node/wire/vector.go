@@ -54,6 +54,11 @@ func (e *vectorEncoder) vector(t *LogicalType, v *Vector, count, depth int) erro
 			err = e.stringsList(v, count, hasNull)
 		}
 	case PhysicalStruct:
+		if t.ID == TypeVariant && !e.blob {
+			if err := variantBeforeQ3(v); err != nil {
+				return err
+			}
+		}
 		err = e.structChildren(t, v, count, depth)
 	case PhysicalList:
 		err = e.list(t, v, count, hasNull, depth)
@@ -266,6 +271,36 @@ func (e *vectorEncoder) structChildren(t *LogicalType, v *Vector, count, depth i
 	for i := range t.Fields {
 		if err := e.vector(&t.Fields[i].Type, v.Children[i], count, depth+1); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// variantTimestampNanosTZ is the VARIANT value type id of a TIMESTAMPTZ_NS
+// (DuckDB 2.0's VariantLogicalType::TIMESTAMP_NANOS_TZ). DuckDB 1.5's
+// VARIANT ids end at 33 (GEOMETRY).
+const variantTimestampNanosTZ = 34
+
+// variantBeforeQ3 refuses a VARIANT vector holding a TIMESTAMPTZ_NS value
+// for a generation before Q3, as a TIMESTAMP_TZ_NS column is refused: a
+// DuckDB 1.5 client does not know the value type. It looks at the type ids
+// of the values list (field "values", its STRUCT's "type_id"); a vector of
+// another shape is left to the encoder's checks.
+func variantBeforeQ3(v *Vector) error {
+	if len(v.Children) != 4 || v.Children[2] == nil || len(v.Children[2].Children) != 1 {
+		return nil
+	}
+	values := v.Children[2].Children[0]
+	if values == nil || len(values.Children) != 2 || values.Children[0] == nil {
+		return nil
+	}
+	typeIDs := values.Children[0]
+	if typeIDs.Validity != nil && len(typeIDs.Validity) < (typeIDs.Count+7)/8 {
+		return nil
+	}
+	for i, id := range typeIDs.Data[:min(len(typeIDs.Data), typeIDs.Count)] {
+		if id == variantTimestampNanosTZ && typeIDs.IsValid(i) {
+			return errorf(ErrUnsupportedType, "VARIANT holding a TIMESTAMPTZ_NS (TIMESTAMP_TZ_NS) value, which does not exist before Q3")
 		}
 	}
 	return nil
