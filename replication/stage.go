@@ -52,6 +52,28 @@ func (f *fsm) stageRows(ctx context.Context, id uint64, part uint32) (uint64, bo
 	return n, true, nil
 }
 
+// stageType is t without its alias and collation, the parts of a type that
+// its SQL text carries as the client sent them: a client's alias
+// "INTEGER); DROP TABLE …" would run on every node. What is left renders
+// only type names, numbers, and quoted field names and ENUM labels, and it
+// stores the same values (an alias such as JSON adds no storage; the
+// target's own types apply when the rows move into it).
+func stageType(t wire.LogicalType) wire.LogicalType {
+	t.Alias, t.Collation = "", ""
+	if t.Child != nil {
+		c := stageType(*t.Child)
+		t.Child = &c
+	}
+	if t.Fields != nil {
+		fields := make([]wire.Field, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = wire.Field{Name: f.Name, Type: stageType(f.Type)}
+		}
+		t.Fields = fields
+	}
+	return t
+}
+
 // applyStage appends a Stage entry's chunks to its staging table, which the
 // part's first entry creates with the chunks' column types.
 func (f *fsm) applyStage(ctx context.Context, s wal.Stage, ts int64, res *wal.Result) error {
@@ -76,7 +98,7 @@ func (f *fsm) applyStage(ctx context.Context, s wal.Stage, ts int64, res *wal.Re
 	case !ok:
 		cols := make([]string, len(chunks[0].Columns))
 		for i, v := range chunks[0].Columns {
-			cols[i] = "c" + strconv.Itoa(i+1) + " " + v.Type.String()
+			cols[i] = "c" + strconv.Itoa(i+1) + " " + stageType(v.Type).String()
 		}
 		if _, err := f.conn.Exec(ctx, "CREATE TABLE "+metaSchema+"."+name+" ("+strings.Join(cols, ", ")+")"); err != nil {
 			return fmt.Errorf("stage %x part %d: create staging table: %w", s.ID, s.Part, err)

@@ -239,3 +239,52 @@ func TestSnapshotCarriesStages(t *testing.T) {
 		}
 	}
 }
+
+// A client names the types of its chunks; the staging table's DDL is built
+// from them, so nothing a client puts in a type may run as SQL on the
+// nodes (the attack: an alias or collation that closes the column list).
+func TestStageTypesCannotInjectSQL(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := openFSM(t, db)
+	defer f.close()
+	evil := "INTEGER); DROP TABLE _duckraft.keys; CREATE TABLE pwned(i INTEGER); --"
+	for i, typ := range []wire.LogicalType{
+		{ID: wire.TypeInteger, Alias: evil},
+		{ID: wire.TypeVarchar, Collation: "nocase); DROP TABLE _duckraft.keys; --"},
+		{ID: wire.TypeList, Child: &wire.LogicalType{ID: wire.TypeInteger, Alias: evil}},
+		{ID: wire.TypeStruct, Fields: []wire.Field{{Name: `a" INTEGER); DROP TABLE _duckraft.keys; --`, Type: wire.LogicalType{ID: wire.TypeInteger}}}},
+		{ID: wire.TypeEnum, EnumValues: []string{"x'); DROP TABLE _duckraft.keys; --"}},
+	} {
+		var value any = int32(1)
+		switch typ.ID {
+		case wire.TypeVarchar:
+			value = "v"
+		case wire.TypeList:
+			value = []any{int32(1)}
+		case wire.TypeStruct:
+			value = []any{int32(1)}
+		case wire.TypeEnum:
+			value = typ.EnumValues[0]
+		}
+		chunk, err := wire.ChunkFromRows([]wire.LogicalType{typ}, [][]any{{value}})
+		if err != nil {
+			t.Fatalf("type %d: %v", i, err)
+		}
+		enc, err := wire.AppendDataChunk(nil, chunk, wire.Q3)
+		if err != nil {
+			t.Fatalf("type %d: %v", i, err)
+		}
+		// Whether the stage is created or refused, nothing else runs.
+		applyOne(t, f, uint64(i+1), wal.Command{Entry: wal.Stage{ID: uint64(100 + i), Chunks: [][]byte{enc}}})
+	}
+	if f.haltErr() != nil {
+		t.Fatalf("the FSM halted: %v", f.haltErr())
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('keys', 'pwned')"); n != 1 {
+		t.Fatalf("%d of keys and pwned exist, want keys alone", n)
+	}
+	if f.Applied() != 5 {
+		t.Fatalf("applied %d entries, want 5", f.Applied())
+	}
+}
