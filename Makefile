@@ -54,10 +54,12 @@ BULK_RUNS         ?= 3
 FAILOVER_DURATION ?= 20s
 LAG_DURATION      ?= 15s
 READS_DURATION    ?= 10s
+INGEST_ROWS       ?= 1000000
+INGEST_RUNS       ?= 1
 bench: build
 	BIN=$(BIN) WRITES_DURATION=$(WRITES_DURATION) WRITES_CLIENTS=$(WRITES_CLIENTS) BULK_ROWS=$(BULK_ROWS) \
 		BULK_RUNS=$(BULK_RUNS) FAILOVER_DURATION=$(FAILOVER_DURATION) LAG_DURATION=$(LAG_DURATION) \
-		READS_DURATION=$(READS_DURATION) ./scripts/bench.sh
+		READS_DURATION=$(READS_DURATION) INGEST_ROWS=$(INGEST_ROWS) INGEST_RUNS=$(INGEST_RUNS) ./scripts/bench.sh
 
 # chaos runs the workloads under a seeded, randomized schedule of kills,
 # restarts, pauses, partitions, blackholes and leadership transfers, and
