@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -108,12 +109,19 @@ func equalPath(a, b []string) bool {
 type stager struct {
 	id    uint64
 	queue chan wal.Stage
-	done  chan struct{}
-	end   sync.Once
+	// stop ends the stager once what is queued is sent; done closes
+	// when it has.
+	stop chan struct{}
+	done chan struct{}
+	end  sync.Once
 
 	mu  sync.Mutex
 	err error
 }
+
+// errStagerStopped fails an append or COMMIT of a transaction whose
+// session ended meanwhile.
+var errStagerStopped = errors.New("duckraft: the transaction ended with its session")
 
 // stagePipeline is how many Stage entries of one transaction may be in
 // flight at once when this node leads: raft writes and replicates one
@@ -135,11 +143,24 @@ type submitted struct {
 func (e *Executor) startStager(st *sessionState) *stager {
 	var b [8]byte
 	rand.Read(b[:])
-	s := &stager{id: binary.LittleEndian.Uint64(b[:]), queue: make(chan wal.Stage, 1), done: make(chan struct{})}
+	s := &stager{id: binary.LittleEndian.Uint64(b[:]), queue: make(chan wal.Stage, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		var inflight []submitted
-		for entry := range s.queue {
+		for {
+			var entry wal.Stage
+			select {
+			case entry = <-s.queue:
+			case <-s.stop:
+				select {
+				case entry = <-s.queue:
+				default:
+					for _, p := range inflight {
+						s.settle(e, st, p)
+					}
+					return
+				}
+			}
 			if s.failed() != nil {
 				continue
 			}
@@ -166,11 +187,19 @@ func (e *Executor) startStager(st *sessionState) *stager {
 			inflight = nil
 			s.send(e, st, cmd)
 		}
-		for _, p := range inflight {
-			s.settle(e, st, p)
-		}
 	}()
 	return s
+}
+
+// put queues an entry, waiting while the queue is full: the back-pressure
+// on the client. False once the stager was stopped (its session ended).
+func (s *stager) put(entry wal.Stage) bool {
+	select {
+	case s.queue <- entry:
+		return true
+	case <-s.stop:
+		return false
+	}
 }
 
 // settle waits for a submitted entry. If its outcome is unknown (the leader
@@ -220,7 +249,7 @@ func (s *stager) failed() error {
 // wait ends the stager and returns its first error once every queued entry
 // is in the log.
 func (s *stager) wait() error {
-	s.end.Do(func() { close(s.queue) })
+	s.end.Do(func() { close(s.stop) })
 	<-s.done
 	return s.failed()
 }
@@ -277,7 +306,9 @@ func (e *Executor) appendToTxn(st *sessionState, a wal.Append, rows uint64) (boo
 	// Queuing blocks while the stager is busy: that is the back-pressure
 	// that bounds what a transaction holds here.
 	for _, entry := range entries {
-		s.queue <- entry
+		if !s.put(entry) {
+			return true, errStagerStopped
+		}
 	}
 	return true, s.failed()
 }
@@ -319,7 +350,9 @@ func (t *pendingTxn) takeStages(limit int, final bool) []wal.Stage {
 func (e *Executor) commitEntries(t *pendingTxn) ([]wal.Entry, error) {
 	if t.stager != nil {
 		for _, entry := range t.takeStages(e.stageBytes(), true) {
-			t.stager.queue <- entry
+			if !t.stager.put(entry) {
+				return nil, errStagerStopped
+			}
 		}
 		if err := t.stager.wait(); err != nil {
 			return nil, err

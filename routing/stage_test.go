@@ -50,13 +50,14 @@ func TestTakeStages(t *testing.T) {
 	// the rows it sent, in client order around the statement, once the
 	// stager has sent what was left.
 	txn.addAppend(wal.Append{Schema: "s", Parents: []string{"p"}, Table: "b", Chunk: chunk(5)}, 5)
-	st := &stager{id: 7, queue: make(chan wal.Stage, 4), done: make(chan struct{})}
+	st := &stager{id: 7, queue: make(chan wal.Stage, 4), stop: make(chan struct{}), done: make(chan struct{})}
 	txn.stager = st
 	var sent []wal.Stage
 	go func() {
 		defer close(st.done)
-		for e := range st.queue {
-			sent = append(sent, e)
+		<-st.stop
+		for len(st.queue) > 0 {
+			sent = append(sent, <-st.queue)
 		}
 	}()
 	e := &Executor{cfg: Config{StageBytes: 100}}
