@@ -51,7 +51,9 @@ func newAnalyzer(t *testing.T) *Analyzer {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	return New(db)
+	pool := engine.NewPool(db, 2)
+	t.Cleanup(func() { pool.Close() })
+	return New(pool)
 }
 
 // volatile is what DuckDB 2.0 lists as VOLATILE.
@@ -73,7 +75,7 @@ func TestNestedSchemas(t *testing.T) {
 			t.Errorf("%s: %v", sql, err)
 		}
 	}
-	conn, err := a.db.Connect()
+	conn, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestNestedSchemas(t *testing.T) {
 // is created, and one that computes the same is accepted.
 func TestTriggers(t *testing.T) {
 	a := newAnalyzer(t)
-	conn, err := a.db.Connect()
+	conn, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,11 +348,22 @@ func BenchmarkAnalyze(b *testing.B) {
 	c, _ := db.Connect()
 	c.Exec(context.Background(), "CREATE TABLE bench (id BIGINT, seq BIGINT, payload VARCHAR)")
 	c.Close()
-	a := New(db)
-	for b.Loop() {
-		if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
-			b.Fatal(err)
-		}
+	// A pool that keeps no idle connection connects for every statement,
+	// as the analyzer did before it had a pool.
+	for _, bc := range []struct {
+		name string
+		idle int
+	}{{"pooled", 2}, {"connect-each", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			pool := engine.NewPool(db, bc.idle)
+			defer pool.Close()
+			a := New(pool)
+			for b.Loop() {
+				if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -370,7 +383,7 @@ func BenchmarkLiteralInsert(b *testing.B) {
 // from a snapshot store the same text.
 func TestViewReplicatedAsStored(t *testing.T) {
 	a := newAnalyzer(t)
-	c, err := a.db.Connect()
+	c, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,4 +429,64 @@ func newestSQL(t *testing.T, c *engine.Conn, kind string) string {
 	}
 	_, sql, _ := strings.Cut(out[0], " ")
 	return sql
+}
+
+// TestPooledConnectionClean: the analyzer binds every statement on one
+// pooled connection, and what it runs there to judge a CREATE VIEW, TABLE
+// or TRIGGER (the statement itself, in a transaction it rolls back, which
+// a failing statement may abort first) leaves nothing behind: the connection
+// is reused, outside any transaction, and the objects are gone.
+func TestPooledConnectionClean(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	first, err := a.pool.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.pool.Put(first)
+	for _, sql := range []string{
+		"CREATE VIEW leak_v AS SELECT a FROM t",
+		"CREATE TABLE leak_t(a INTEGER DEFAULT 1 + 1)",
+		"CREATE TRIGGER leak_tr AFTER INSERT ON t INSERT INTO leak_t VALUES (1)",
+		// Bound, then failing in the transaction (the names exist).
+		"CREATE VIEW vr AS SELECT 1",
+		"CREATE TABLE t(a INTEGER)",
+		"INSERT INTO t VALUES (1 + 1, 2)",
+	} {
+		if _, err := decide(t, a, sql); err != nil {
+			t.Logf("%s: %v", sql, err)
+		}
+		c, err := a.pool.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != first {
+			t.Fatalf("after %s: the analyzer's connection was not reused", sql)
+		}
+		if c.InTransaction() {
+			t.Fatalf("after %s: the pooled connection is in a transaction", sql)
+		}
+		left, err := c.QueryStrings(ctx, `SELECT name FROM (SELECT view_name AS name FROM duckdb_views() UNION ALL
+			SELECT table_name FROM duckdb_tables() UNION ALL SELECT trigger_name FROM duckdb_triggers()) WHERE name LIKE 'leak%'`)
+		if err != nil || len(left) > 0 {
+			t.Fatalf("after %s: objects left: %v, %v", sql, left, err)
+		}
+		// Autocommit: another connection sees what this one creates.
+		if _, err := c.Exec(ctx, "CREATE TABLE autocommit_probe(i INTEGER)"); err != nil {
+			t.Fatalf("after %s: %v", sql, err)
+		}
+		other, err := a.pool.DB().Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := other.QueryStrings(ctx, "SELECT table_name FROM duckdb_tables() WHERE table_name = 'autocommit_probe'")
+		other.Close()
+		if err != nil || len(seen) != 1 {
+			t.Fatalf("after %s: a table created on the pooled connection is not visible elsewhere: %v, %v", sql, seen, err)
+		}
+		if _, err := c.Exec(ctx, "DROP TABLE autocommit_probe"); err != nil {
+			t.Fatal(err)
+		}
+		a.pool.Put(c)
+	}
 }
