@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -369,9 +370,9 @@ func BenchmarkAnalyze(b *testing.B) {
 }
 
 // BenchmarkDefinedCalls is the part of Analyze that reads the definitions
-// of the macros and views a statement may name: one scan of
-// duckdb_functions(), which lists every function DuckDB has, whether the
-// statement names a macro or not, and one of duckdb_views().
+// of the macros and views a statement may name: duckdb_views() for a text
+// that calls nothing, and duckdb_functions() too, which lists every
+// function DuckDB has, for one that calls a function.
 func BenchmarkDefinedCalls(b *testing.B) {
 	db, err := engine.Open("", engine.Options{})
 	if err != nil {
@@ -383,10 +384,14 @@ func BenchmarkDefinedCalls(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	for b.Loop() {
-		if _, err := definedCalls(context.Background(), c, "INSERT INTO bench VALUES (1, 2, 'payload-' || 1)"); err != nil {
-			b.Fatal(err)
-		}
+	for _, sql := range []string{"INSERT INTO bench VALUES (1, 2, 'payload-' || 1)", "INSERT INTO bench VALUES (1, 2, upper('payload'))"} {
+		b.Run(sql, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := definedCalls(context.Background(), c, sql); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -511,5 +516,122 @@ func TestPooledConnectionClean(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.pool.Put(c)
+	}
+}
+
+// TestMacroNeedsParentheses: definedCalls reads macro definitions only for
+// the names a text calls, which holds while DuckDB binds a macro, scalar or
+// table, only where it is called: a bare name is a column or a table. And
+// a macro called from a view's body or another macro's is still found.
+func TestMacroNeedsParentheses(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	c, err := a.pool.DB().Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, `CREATE MACRO m0() AS 42; CREATE MACRO tm0() AS TABLE SELECT 42 AS x;
+		CREATE VIEW vw AS SELECT length(whereami()) AS n; CREATE MACRO outer_m() AS whereami() || 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"INSERT INTO u SELECT m0", "INSERT INTO u VALUES (m0)", "INSERT INTO u SELECT x FROM tm0",
+		"INSERT INTO u SELECT * FROM tm0", `INSERT INTO u SELECT "m0"`, "INSERT INTO u SELECT main.m0"} {
+		if _, err := c.Exec(ctx, sql); err == nil {
+			t.Errorf("%s: DuckDB bound a macro named without parentheses", sql)
+		}
+	}
+	for _, sql := range []string{"INSERT INTO u SELECT m0()", "INSERT INTO u SELECT x FROM tm0()", `INSERT INTO u SELECT "m0" ()`} {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	for _, tc := range []struct {
+		sql  string
+		want []string
+	}{
+		{"INSERT INTO u SELECT length(whereami())", []string{"current_schema"}},
+		{"INSERT INTO u SELECT n FROM vw", []string{"length", "whereami", "current_schema"}},
+		{"INSERT INTO u SELECT length(outer_m())", []string{"whereami", "current_schema"}},
+		{"INSERT INTO u SELECT /* a comment */ main . whereami /* between */ ()", []string{"current_schema"}},
+		{"INSERT INTO u VALUES (1 + 1)", nil},
+		{"INSERT INTO u SELECT whereami FROM t", nil},
+	} {
+		got, err := definedCalls(ctx, c, tc.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: calls %v, want %s among them", tc.sql, got, w)
+			}
+		}
+		if tc.want == nil && len(got) > 0 {
+			t.Errorf("%s: calls %v, want none", tc.sql, got)
+		}
+	}
+}
+
+// TestNonFunctionKeywords: macroCandidates leaves out the names DuckDB
+// never binds as a call: its reserved keywords, as duckdb_keywords() lists
+// them, and VALUES. Each is checked against the engine: a macro of that
+// name (quoted) exists, and the unquoted name before a parenthesis does
+// not call it.
+func TestNonFunctionKeywords(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	c, err := a.pool.DB().Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reserved, err := c.QueryStrings(ctx, "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range reserved {
+		if !nonFunctionKeywords[k] {
+			t.Errorf("reserved keyword %s is missing from nonFunctionKeywords", k)
+		}
+	}
+	for k := range nonFunctionKeywords {
+		if k != "values" && !slices.Contains(reserved, k) {
+			t.Errorf("%s is not a reserved keyword of this DuckDB: a macro may be called by it", k)
+		}
+		q := `"` + k + `"`
+		if _, err := c.Exec(ctx, "CREATE MACRO "+q+"(x) AS 'user macro'"); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if out, err := c.QueryStrings(ctx, "SELECT "+q+"(1)"); err != nil || len(out) != 1 || out[0] != "user macro" {
+			t.Fatalf("the quoted macro %s: %v, %v", q, out, err)
+		}
+		for _, sql := range []string{"SELECT " + k + "(1)", "SELECT * FROM (VALUES (" + k + "(1)))", "SELECT 1 WHERE 'user macro' = " + k + "(1)"} {
+			if out, err := c.QueryStrings(ctx, sql); err == nil && slices.Contains(out, "user macro") {
+				t.Errorf("%s called the macro %s", sql, q)
+			}
+		}
+		if _, err := c.Exec(ctx, "DROP MACRO "+q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestMacroCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		sql  string
+		want []string
+	}{
+		{"INSERT INTO bench VALUES (1, 2, 'payload-' || 1)", nil},
+		{"INSERT INTO bench (thread, seq) VALUES (1, 2)", nil},
+		{`INSERT OR REPLACE INTO main."bench" (thread) VALUES (1)`, nil},
+		{"INSERT INTO bench SELECT * FROM (VALUES (1, 2)) v(a, b) WHERE a IN (1, 2)", []string{"v"}},
+		{"INSERT INTO bench VALUES (upper('x'), m(1))", []string{"upper", "m"}},
+		{`INSERT INTO bench VALUES ("select"(1), "Mixed""Q"(2))`, []string{"select", `mixed"q`}},
+		{"INSERT INTO bench SELECT x FROM tm() JOIN s.tm2 /* c */ (1) ON true", []string{"tm", "tm2"}},
+		{"UPDATE bench SET seq = CAST(seq AS BIGINT) + coalesce(seq, 0)", []string{"coalesce"}},
+	} {
+		if got := macroCandidates(tc.sql); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.sql, got, tc.want)
+		}
 	}
 }
