@@ -113,8 +113,10 @@ type Executor struct {
 	cfg      Config
 	log      *slog.Logger
 	volatile wal.Volatile
-	// analyzer binds writes on the leader (routing/analyze); nil without
-	// a database.
+	// pool holds the connections the leader binds (analyzer) and
+	// materializes writes on, so that a write does not open one.
+	pool *engine.Pool
+	// analyzer binds writes on the leader (routing/analyze).
 	analyzer *analyze.Analyzer
 	remote   Remote
 	bal      *balance.Balancer
@@ -152,8 +154,19 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, analyzer: analyze.New(cfg.DB), remote: cfg.Remote, bal: balance.New()}, nil
+	pool := engine.NewPool(cfg.DB, poolIdle)
+	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyze.New(pool), remote: cfg.Remote, bal: balance.New()}, nil
 }
+
+// poolIdle bounds the idle connections of an Executor's pool. A write
+// holds one for a moment on the leader, so a few serve the writes of many
+// clients; more in use at once connect anew.
+const poolIdle = 4
+
+// Close closes the connections the Executor keeps; the database stays
+// open, and the Executor's owner closes it after this. Writes still being
+// decided close theirs when they end.
+func (e *Executor) Close() error { return e.pool.Close() }
 
 // Reads returns how many reads this node has run itself, its own clients'
 // and those routed here.

@@ -82,6 +82,7 @@ func newInmemNet(t *testing.T, ids ...string) *inmemNet {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { nd.exec.Close() })
 		nd.sql(`CREATE SCHEMA "` + replication.MetaSchema + `"`)
 		nd.sql(`CREATE TABLE "` + replication.MetaSchema + `".applied(id INTEGER, idx UBIGINT)`)
 		nd.sql(`INSERT INTO "` + replication.MetaSchema + `".applied VALUES (1, 0)`)
@@ -107,6 +108,7 @@ func (n *inmemNet) router(t *testing.T) *inmemNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { nd.exec.Close() })
 	return nd
 }
 

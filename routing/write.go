@@ -263,11 +263,11 @@ func (e *Executor) mixedEngines(computesNothing bool) error {
 // returns its rows as appends that every node applies identically. Appends
 // carry whole rows, so an INSERT column list must name every column.
 func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.Entry, error) {
-	conn, err := e.cfg.DB.Connect()
+	conn, err := e.pool.Get()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("materialize: %w", err)
 	}
-	defer conn.Close()
+	defer e.pool.Put(conn)
 	schema, table, err := e.cfg.DB.ResolveTable(m.Table)
 	if err != nil {
 		return nil, fmt.Errorf("cannot insert into %w", err)

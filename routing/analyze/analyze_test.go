@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,9 @@ func newAnalyzer(t *testing.T) *Analyzer {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	return New(db)
+	pool := engine.NewPool(db, 2)
+	t.Cleanup(func() { pool.Close() })
+	return New(pool)
 }
 
 // volatile is what DuckDB 2.0 lists as VOLATILE.
@@ -73,7 +76,7 @@ func TestNestedSchemas(t *testing.T) {
 			t.Errorf("%s: %v", sql, err)
 		}
 	}
-	conn, err := a.db.Connect()
+	conn, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func TestNestedSchemas(t *testing.T) {
 // is created, and one that computes the same is accepted.
 func TestTriggers(t *testing.T) {
 	a := newAnalyzer(t)
-	conn, err := a.db.Connect()
+	conn, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,11 +349,49 @@ func BenchmarkAnalyze(b *testing.B) {
 	c, _ := db.Connect()
 	c.Exec(context.Background(), "CREATE TABLE bench (id BIGINT, seq BIGINT, payload VARCHAR)")
 	c.Close()
-	a := New(db)
+	// A pool that keeps no idle connection connects for every statement,
+	// as the analyzer did before it had a pool. The two alternate, so that
+	// the machine's load leans on neither.
+	pooled, each := engine.NewPool(db, 2), engine.NewPool(db, 0)
+	defer pooled.Close()
+	defer each.Close()
+	var took [2]time.Duration
 	for b.Loop() {
-		if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
-			b.Fatal(err)
+		for i, a := range []*Analyzer{New(pooled), New(each)} {
+			t0 := time.Now()
+			if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(t0)
 		}
+	}
+	b.ReportMetric(float64(took[0].Microseconds())/1000/float64(b.N), "pooled-ms")
+	b.ReportMetric(float64(took[1].Microseconds())/1000/float64(b.N), "connect-each-ms")
+}
+
+// BenchmarkDefinedCalls is the part of Analyze that reads the definitions
+// of the macros and views a statement may name: duckdb_views() for a text
+// that calls nothing, and duckdb_functions() too, which lists every
+// function DuckDB has, for one that calls a function.
+func BenchmarkDefinedCalls(b *testing.B) {
+	db, err := engine.Open("", engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, sql := range []string{"INSERT INTO bench VALUES (1, 2, 'payload-' || 1)", "INSERT INTO bench VALUES (1, 2, upper('payload'))"} {
+		b.Run(sql, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := definedCalls(context.Background(), c, sql); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -370,7 +411,7 @@ func BenchmarkLiteralInsert(b *testing.B) {
 // from a snapshot store the same text.
 func TestViewReplicatedAsStored(t *testing.T) {
 	a := newAnalyzer(t)
-	c, err := a.db.Connect()
+	c, err := a.pool.DB().Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,4 +457,181 @@ func newestSQL(t *testing.T, c *engine.Conn, kind string) string {
 	}
 	_, sql, _ := strings.Cut(out[0], " ")
 	return sql
+}
+
+// TestPooledConnectionClean: the analyzer binds every statement on one
+// pooled connection, and what it runs there to judge a CREATE VIEW, TABLE
+// or TRIGGER (the statement itself, in a transaction it rolls back, which
+// a failing statement may abort first) leaves nothing behind: the connection
+// is reused, outside any transaction, and the objects are gone.
+func TestPooledConnectionClean(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	first, err := a.pool.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.pool.Put(first)
+	for _, sql := range []string{
+		"CREATE VIEW leak_v AS SELECT a FROM t",
+		"CREATE TABLE leak_t(a INTEGER DEFAULT 1 + 1)",
+		"CREATE TRIGGER leak_tr AFTER INSERT ON t INSERT INTO leak_t VALUES (1)",
+		// Bound, then failing in the transaction (the names exist).
+		"CREATE VIEW vr AS SELECT 1",
+		"CREATE TABLE t(a INTEGER)",
+		"INSERT INTO t VALUES (1 + 1, 2)",
+	} {
+		if _, err := decide(t, a, sql); err != nil {
+			t.Logf("%s: %v", sql, err)
+		}
+		c, err := a.pool.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != first {
+			t.Fatalf("after %s: the analyzer's connection was not reused", sql)
+		}
+		if c.InTransaction() {
+			t.Fatalf("after %s: the pooled connection is in a transaction", sql)
+		}
+		left, err := c.QueryStrings(ctx, `SELECT name FROM (SELECT view_name AS name FROM duckdb_views() UNION ALL
+			SELECT table_name FROM duckdb_tables() UNION ALL SELECT trigger_name FROM duckdb_triggers()) WHERE name LIKE 'leak%'`)
+		if err != nil || len(left) > 0 {
+			t.Fatalf("after %s: objects left: %v, %v", sql, left, err)
+		}
+		// Autocommit: another connection sees what this one creates.
+		if _, err := c.Exec(ctx, "CREATE TABLE autocommit_probe(i INTEGER)"); err != nil {
+			t.Fatalf("after %s: %v", sql, err)
+		}
+		other, err := a.pool.DB().Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := other.QueryStrings(ctx, "SELECT table_name FROM duckdb_tables() WHERE table_name = 'autocommit_probe'")
+		other.Close()
+		if err != nil || len(seen) != 1 {
+			t.Fatalf("after %s: a table created on the pooled connection is not visible elsewhere: %v, %v", sql, seen, err)
+		}
+		if _, err := c.Exec(ctx, "DROP TABLE autocommit_probe"); err != nil {
+			t.Fatal(err)
+		}
+		a.pool.Put(c)
+	}
+}
+
+// TestMacroNeedsParentheses: definedCalls reads macro definitions only for
+// the names a text calls, which holds while DuckDB binds a macro, scalar or
+// table, only where it is called: a bare name is a column or a table. And
+// a macro called from a view's body or another macro's is still found.
+func TestMacroNeedsParentheses(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	c, err := a.pool.DB().Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, `CREATE MACRO m0() AS 42; CREATE MACRO tm0() AS TABLE SELECT 42 AS x;
+		CREATE VIEW vw AS SELECT length(whereami()) AS n; CREATE MACRO outer_m() AS whereami() || 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"INSERT INTO u SELECT m0", "INSERT INTO u VALUES (m0)", "INSERT INTO u SELECT x FROM tm0",
+		"INSERT INTO u SELECT * FROM tm0", `INSERT INTO u SELECT "m0"`, "INSERT INTO u SELECT main.m0"} {
+		if _, err := c.Exec(ctx, sql); err == nil {
+			t.Errorf("%s: DuckDB bound a macro named without parentheses", sql)
+		}
+	}
+	for _, sql := range []string{"INSERT INTO u SELECT m0()", "INSERT INTO u SELECT x FROM tm0()", `INSERT INTO u SELECT "m0" ()`} {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	for _, tc := range []struct {
+		sql  string
+		want []string
+	}{
+		{"INSERT INTO u SELECT length(whereami())", []string{"current_schema"}},
+		{"INSERT INTO u SELECT n FROM vw", []string{"length", "whereami", "current_schema"}},
+		{"INSERT INTO u SELECT length(outer_m())", []string{"whereami", "current_schema"}},
+		{"INSERT INTO u SELECT /* a comment */ main . whereami /* between */ ()", []string{"current_schema"}},
+		{"INSERT INTO u VALUES (1 + 1)", nil},
+		{"INSERT INTO u SELECT whereami FROM t", nil},
+	} {
+		got, err := definedCalls(ctx, c, tc.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: calls %v, want %s among them", tc.sql, got, w)
+			}
+		}
+		if tc.want == nil && len(got) > 0 {
+			t.Errorf("%s: calls %v, want none", tc.sql, got)
+		}
+	}
+}
+
+// TestNonFunctionKeywords: macroCandidates leaves out the names DuckDB
+// never binds as a call: its reserved keywords, as duckdb_keywords() lists
+// them, and VALUES. Each is checked against the engine: a macro of that
+// name (quoted) exists, and the unquoted name before a parenthesis does
+// not call it.
+func TestNonFunctionKeywords(t *testing.T) {
+	a := newAnalyzer(t)
+	ctx := context.Background()
+	c, err := a.pool.DB().Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reserved, err := c.QueryStrings(ctx, "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range reserved {
+		if !nonFunctionKeywords[k] {
+			t.Errorf("reserved keyword %s is missing from nonFunctionKeywords", k)
+		}
+	}
+	for k := range nonFunctionKeywords {
+		if k != "values" && !slices.Contains(reserved, k) {
+			t.Errorf("%s is not a reserved keyword of this DuckDB: a macro may be called by it", k)
+		}
+		q := `"` + k + `"`
+		if _, err := c.Exec(ctx, "CREATE MACRO "+q+"(x) AS 'user macro'"); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if out, err := c.QueryStrings(ctx, "SELECT "+q+"(1)"); err != nil || len(out) != 1 || out[0] != "user macro" {
+			t.Fatalf("the quoted macro %s: %v, %v", q, out, err)
+		}
+		for _, sql := range []string{"SELECT " + k + "(1)", "SELECT * FROM (VALUES (" + k + "(1)))", "SELECT 1 WHERE 'user macro' = " + k + "(1)"} {
+			if out, err := c.QueryStrings(ctx, sql); err == nil && slices.Contains(out, "user macro") {
+				t.Errorf("%s called the macro %s", sql, q)
+			}
+		}
+		if _, err := c.Exec(ctx, "DROP MACRO "+q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestMacroCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		sql  string
+		want []string
+	}{
+		{"INSERT INTO bench VALUES (1, 2, 'payload-' || 1)", nil},
+		{"INSERT INTO bench (thread, seq) VALUES (1, 2)", nil},
+		{`INSERT OR REPLACE INTO main."bench" (thread) VALUES (1)`, nil},
+		{"INSERT INTO bench SELECT * FROM (VALUES (1, 2)) v(a, b) WHERE a IN (1, 2)", []string{"v"}},
+		{"INSERT INTO bench VALUES (upper('x'), m(1))", []string{"upper", "m"}},
+		{`INSERT INTO bench VALUES ("select"(1), "Mixed""Q"(2))`, []string{"select", `mixed"q`}},
+		{"INSERT INTO bench SELECT x FROM tm() JOIN s.tm2 /* c */ (1) ON true", []string{"tm", "tm2"}},
+		{"UPDATE bench SET seq = CAST(seq AS BIGINT) + coalesce(seq, 0)", []string{"coalesce"}},
+	} {
+		if got := macroCandidates(tc.sql); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.sql, got, tc.want)
+		}
+	}
 }

@@ -43,7 +43,7 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		an = TextAnalysis(plan.SQL)
 	case err != nil:
 		return wal.Plan{}, err
-	case an.NestedIn != "" && reservedTop(an.NestedIn, a.db.Catalog()):
+	case an.NestedIn != "" && reservedTop(an.NestedIn, a.pool.DB().Catalog()):
 		return wal.Plan{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
 			"a catalog's name, so a snapshot could not name what it holds; nest it in a schema of another name", ErrUnsupported, an.NestedIn)
 	case an.NestedMacro:

@@ -63,15 +63,17 @@ func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile wal.Vo
 // none when sql creates no trigger: one that fails fails the same way on
 // every node, and IF NOT EXISTS may find one.
 func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Analysis, error) {
-	c, err := a.db.Connect()
+	c, err := a.pool.Get()
 	if err != nil {
 		return nil, nil, fmt.Errorf("analyze: %w", err)
 	}
-	defer c.Close()
-	if _, err := c.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+	// Put keeps the connection only if the rollback below ended the
+	// transaction.
+	defer a.pool.Put(c)
+	if err := c.Begin(ctx); err != nil {
 		return nil, nil, fmt.Errorf("analyze: %w", err)
 	}
-	defer c.Exec(context.Background(), "ROLLBACK")
+	defer c.Rollback(context.Background())
 	before, err := c.QueryStrings(ctx, newestTrigger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("analyze: %w", err)

@@ -34,15 +34,17 @@ var newest = map[string]string{
 // a rendering, which is stable. A statement that creates nothing (IF NOT
 // EXISTS over an existing object) is replicated as written.
 func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (string, error) {
-	c, err := a.db.Connect()
+	c, err := a.pool.Get()
 	if err != nil {
 		return "", fmt.Errorf("analyze: %w", err)
 	}
-	defer c.Close()
-	if _, err := c.Exec(ctx, "BEGIN TRANSACTION"); err != nil {
+	// Put keeps the connection only if the rollback below ended the
+	// transaction.
+	defer a.pool.Put(c)
+	if err := c.Begin(ctx); err != nil {
 		return "", fmt.Errorf("analyze: %w", err)
 	}
-	defer c.Exec(context.Background(), "ROLLBACK")
+	defer c.Rollback(context.Background())
 	before, err := c.QueryStrings(ctx, newest[kind])
 	if err != nil {
 		return "", fmt.Errorf("analyze: %w", err)

@@ -180,6 +180,7 @@ type Daemon struct {
 	// Each is nil until opened; a router has no store.
 	db      *engine.DB
 	store   *replication.Store
+	exec    *routing.Executor
 	members *membership
 	srv     *node.Server
 	backups backups
@@ -406,6 +407,7 @@ func (d *Daemon) startNode() error {
 	if err != nil {
 		return err
 	}
+	d.exec = exec
 	execRef.Store(exec)
 	if d.srv, err = d.quackServer(exec, c.Authorizer); err != nil {
 		return err
@@ -455,6 +457,7 @@ func (d *Daemon) startRouter() error {
 	if err != nil {
 		return err
 	}
+	d.exec = exec
 	execRef.Store(exec)
 	// The router's database holds no data, so it has no authorizer macro:
 	// statements are authorized where they run.
@@ -697,6 +700,10 @@ func (d *Daemon) shutdown(graceful bool) error {
 	var errs []error
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())
+	}
+	if d.exec != nil {
+		// Its pooled connections would keep DuckDB open past its close.
+		errs = append(errs, d.exec.Close())
 	}
 	if d.members != nil {
 		errs = append(errs, d.members.Close(graceful))
