@@ -217,3 +217,39 @@ func TestStagedIngestSurvivesLeaderKill(t *testing.T) {
 	waitNoStages(t, c)
 	c.WaitConverged(t, time.Minute)
 }
+
+// TestAbandonedStagesSwept: the node holding a staged transaction is
+// killed, so nobody unstages it; the leader drops its rows on every node
+// once they have been idle for --stage-timeout.
+func TestAbandonedStagesSwept(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--stage-bytes", "65536", "--stage-timeout", "2s"}})
+	leader := c.WaitForLeader(t, 10*time.Second)
+	via := c.Others(leader)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := client.Connect(ctx, "quack:"+via.QuackAddr, client.Options{Token: testcluster.Token, Generation: wire.Q1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec(t, conn, "BEGIN TRANSACTION")
+	exec(t, conn, "CREATE TABLE abandoned (i BIGINT, s VARCHAR, d DOUBLE)")
+	for k := range 20 {
+		if err := conn.Append(ctx, "main", "abandoned", ingestChunk(t, k*2048, 2048)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := stagedTransactions(t, leader); got != 1 {
+		t.Fatalf("%v transactions staged, want 1", got)
+	}
+	via.Kill()
+	for _, n := range c.Others(via) {
+		deadline := time.Now().Add(time.Minute)
+		for stagedTransactions(t, n) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still holds the abandoned transaction's rows a minute after its node died", n.ID)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
