@@ -58,9 +58,9 @@ type backups struct {
 	statsMu sync.Mutex
 	stats   BackupStats
 
-	// cancel stops the schedule and abandons a backup being written.
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// schedule writes the scheduled backups; stopping it abandons a
+	// backup being written.
+	schedule leaderSchedule
 }
 
 // BackupStats returns what this node's scheduled backups did so far.
@@ -146,24 +146,9 @@ func (d *Daemon) startBackups() error {
 	for _, p := range partials {
 		os.RemoveAll(p)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.backups.cancel = cancel
-	d.backups.wg.Add(1)
-	go func() {
-		defer d.backups.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			}
-			if d.store.IsLeader() {
-				d.scheduledBackup(ctx, c.BackupDir, keep)
-			}
-		}
-	}()
+	d.backups.schedule.start(every, d.store.IsLeader, func(ctx context.Context) {
+		d.scheduledBackup(ctx, c.BackupDir, keep)
+	})
 	d.log.Info("scheduled backups", "dir", c.BackupDir, "every", every, "keep", keep)
 	return nil
 }
@@ -172,10 +157,7 @@ func (d *Daemon) startBackups() error {
 // which is abandoned: a scheduled one, or one asked for over the API,
 // whose request ended when the server closed its connection.
 func (d *Daemon) stopBackups() {
-	if d.backups.cancel != nil {
-		d.backups.cancel()
-		d.backups.wg.Wait()
-	}
+	d.backups.schedule.stop()
 	d.backups.mu.Lock()
 	defer d.backups.mu.Unlock()
 }

@@ -184,7 +184,7 @@ type Daemon struct {
 	members *membership
 	srv     *node.Server
 	backups backups
-	stages  sweeper
+	stages  leaderSchedule
 	l       net.Listener
 	hs      *http.Server
 
@@ -696,7 +696,7 @@ func (d *Daemon) shutdown(graceful bool) error {
 		<-d.done
 	}
 	d.stopBackups()
-	d.stopSweeper()
+	d.stages.stop()
 	var errs []error
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/duckraft/duckraft/wal"
@@ -12,16 +11,10 @@ import (
 // DefaultStageTimeout is Config.StageTimeout when it is zero.
 const DefaultStageTimeout = 10 * time.Minute
 
-// sweeper drops the staged rows of transactions whose node went away
+// startSweeper drops the staged rows of transactions whose node went away
 // before COMMIT or ROLLBACK (routing/stage.go): a node unstages what its
-// own sessions staged, but a node that crashed cannot.
-type sweeper struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// startSweeper runs the sweep on every node; at each tick only the leader
-// proposes, so that the stages it reads are all that is committed.
+// own sessions staged, but a node that crashed cannot. The leader sweeps,
+// so that the stages it reads are all that is committed.
 func (d *Daemon) startSweeper() {
 	timeout := d.cfg.StageTimeout
 	if timeout == 0 {
@@ -30,27 +23,11 @@ func (d *Daemon) startSweeper() {
 	if timeout < 0 {
 		return
 	}
-	every := min(timeout/4, time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
-	d.stages.cancel = cancel
-	d.stages.wg.Add(1)
-	go func() {
-		defer d.stages.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			}
-			if d.store.IsLeader() {
-				if err := d.sweepStages(ctx, timeout); err != nil {
-					d.log.Warn("dropping idle staged rows failed", "err", err)
-				}
-			}
+	d.stages.start(min(timeout/4, time.Minute), d.store.IsLeader, func(ctx context.Context) {
+		if err := d.sweepStages(ctx, timeout); err != nil {
+			d.log.Warn("dropping idle staged rows failed", "err", err)
 		}
-	}()
+	})
 }
 
 // sweepStages proposes an Unstage for each stage idle for timeout. The
@@ -73,11 +50,4 @@ func (d *Daemon) sweepStages(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 	return nil
-}
-
-func (d *Daemon) stopSweeper() {
-	if d.stages.cancel != nil {
-		d.stages.cancel()
-		d.stages.wg.Wait()
-	}
 }
