@@ -551,13 +551,7 @@ func (s *Store) propose() {
 			return
 		default:
 		}
-		f := s.raft.Apply(data, s.cfg.ApplyTimeout)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-inflight }()
-			s.finish(f, batch)
-		}()
+		s.apply(data, batch, func() { <-inflight })
 	}
 }
 
@@ -608,10 +602,17 @@ func (s *Store) proposeAlone(p *proposal) {
 		return
 	default:
 	}
+	s.apply(data, batch, func() {})
+}
+
+// apply hands an encoded entry to raft and answers its proposals when it
+// is applied, then calls done.
+func (s *Store) apply(data []byte, batch []*proposal, done func()) {
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer done()
 		s.finish(f, batch)
 	}()
 }

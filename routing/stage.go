@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func (t *pendingTxn) addAppend(a wal.Append, rows uint64) {
 	schema := a.Path()
 	t.buffered += len(a.Chunk)
 	if n := len(t.items); n > 0 {
-		if r := t.items[n-1].run; r != nil && r.table == a.Table && equalPath(r.schema, schema) {
+		if r := t.items[n-1].run; r != nil && r.table == a.Table && slices.Equal(r.schema, schema) {
 			r.push(a.Chunk, rows)
 			return
 		}
@@ -88,18 +89,6 @@ func (t *pendingTxn) addAppend(a wal.Append, rows uint64) {
 func (r *appendRun) push(chunk []byte, rows uint64) {
 	r.chunks = append(r.chunks, runChunk{enc: chunk, rows: rows})
 	r.bytes += len(chunk)
-}
-
-func equalPath(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // stager proposes one transaction's Stage entries in order, one at a time,
