@@ -303,10 +303,13 @@ func (e *Executor) appendToTxn(st *sessionState, a wal.Append, rows uint64) (boo
 }
 
 // takeStages turns the buffered appends of every run into Stage entries of
-// about limit bytes each; all of them when final, else only full entries.
+// about limit bytes each: all of them when final, else those of the runs
+// that no append can join any more (all but the last item) and the full
+// entries of the last, so that what stays buffered is less than limit
+// however the appends alternate between tables.
 func (t *pendingTxn) takeStages(limit int, final bool) []wal.Stage {
 	var out []wal.Stage
-	for _, it := range t.items {
+	for i, it := range t.items {
 		r := it.run
 		if r == nil || len(r.chunks) == 0 {
 			continue
@@ -315,7 +318,8 @@ func (t *pendingTxn) takeStages(limit int, final bool) []wal.Stage {
 			r.part, r.staged = t.parts, true
 			t.parts++
 		}
-		for len(r.chunks) > 0 && (final || r.bytes >= limit) {
+		closed := final || i < len(t.items)-1
+		for len(r.chunks) > 0 && (closed || r.bytes >= limit) {
 			entry := wal.Stage{ID: t.stager.id, Part: r.part, Offset: r.sent}
 			size := 0
 			for len(r.chunks) > 0 && (len(entry.Chunks) == 0 || size+len(r.chunks[0].enc) <= limit) {

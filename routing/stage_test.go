@@ -10,7 +10,7 @@ import (
 // TestTakeStages: runs of appends to one table become Stage entries of at
 // most the limit (a chunk larger than it goes alone), each continuing its
 // part at the rows sent before; a statement between appends starts a new
-// run; only full entries leave before the final take.
+// run; before the final take, the open run keeps less than an entry.
 func TestTakeStages(t *testing.T) {
 	chunk := func(n int) []byte { return make([]byte, n) }
 	txn := &pendingTxn{stager: &stager{id: 7}}
@@ -39,9 +39,13 @@ func TestTakeStages(t *testing.T) {
 			}
 		}
 	}
-	// Only the first run holds a full entry's worth (limit 100).
-	check(txn.takeStages(100, false), []want{{0, 0, 2}, {0, 80, 1}, {0, 120, 1}})
-	check(txn.takeStages(100, true), []want{{0, 270, 1}, {1, 0, 1}, {2, 0, 1}})
+	// The runs no append can join any more leave whole; the last, open
+	// one keeps what is less than an entry (limit 100).
+	check(txn.takeStages(100, false), []want{{0, 0, 2}, {0, 80, 1}, {0, 120, 1}, {0, 270, 1}, {1, 0, 1}})
+	if txn.buffered != 30 {
+		t.Fatalf("%d bytes buffered after the take, want the open run's 30", txn.buffered)
+	}
+	check(txn.takeStages(100, true), []want{{2, 0, 1}})
 	if txn.buffered != 0 {
 		t.Fatalf("%d bytes left after the final take", txn.buffered)
 	}
@@ -91,5 +95,27 @@ func TestCommitEntriesWithoutStaging(t *testing.T) {
 	}
 	if want := []wal.Entry{a, a, wal.Statement{SQL: "DELETE FROM a"}}; !reflect.DeepEqual(entries, want) {
 		t.Fatalf("got %+v, want %+v", entries, want)
+	}
+}
+
+// Appends that alternate between two tables make a run each; what stays
+// buffered is still bounded by about one entry.
+func TestTakeStagesAlternatingTables(t *testing.T) {
+	txn := &pendingTxn{stager: &stager{id: 1}}
+	const limit = 100
+	var entries int
+	for i := range 200 {
+		table := []string{"a", "b"}[i%2]
+		txn.addAppend(wal.Append{Schema: "main", Table: table, Chunk: make([]byte, 30)}, 1)
+		if txn.buffered >= limit {
+			entries += len(txn.takeStages(limit, false))
+		}
+		if txn.buffered > limit+30 {
+			t.Fatalf("after append %d: %d bytes buffered, want at most %d", i, txn.buffered, limit+30)
+		}
+	}
+	entries += len(txn.takeStages(limit, true))
+	if entries != 200 || txn.parts != 200 {
+		t.Fatalf("%d entries in %d parts, want one per run (200)", entries, txn.parts)
 	}
 }
