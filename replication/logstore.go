@@ -125,6 +125,23 @@ type walStore struct {
 	meta *metadb.BoltMetaDB
 }
 
+// GetLog refuses entries before the first index. raft-wal truncates the
+// head of its tail segment only in its metadata and reads the tail segment
+// first, so until the segment rotates (64 MiB) it still returns entries a
+// snapshot compacted away: the leader then replicates a late joiner from
+// index 1 instead of sending it the snapshot, and FirstIndex and GetLog
+// disagree where rpcGuard and needRestore rely on them agreeing.
+func (w *walStore) GetLog(index uint64, log *raft.Log) error {
+	first, err := w.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, log)
+}
+
 func (w *walStore) Close() error {
 	return errors.Join(w.WAL.Close(), w.meta.Close())
 }

@@ -126,6 +126,12 @@ func TestLogStoreCompacts(t *testing.T) {
 		if first <= 1 || lastIdx-first+1 > 8+1 {
 			t.Fatalf("log holds %d..%d after the snapshot: not truncated to the trailing 8", first, lastIdx)
 		}
+		// Compacted entries are gone for readers too, so raft sends a
+		// lagging follower the snapshot instead of the old entries.
+		var l raft.Log
+		if err := nd.store.logs.GetLog(first-1, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("entry %d before the first index %d: %v, want ErrLogNotFound", first-1, first, err)
+		}
 		last := mustExec(t, nd.store, stmt("INSERT INTO t VALUES (?)", n)).Index
 
 		loseDatabase(t, nd)
