@@ -52,8 +52,12 @@ func TestLeaderLoss(t *testing.T) {
 	}
 }
 
-func TestRestartCatchesUp(t *testing.T) {
-	nodes := startCluster(t, 3, nil)
+// TestRestartCatchesUp runs with each log store: the restarted follower
+// reads its own log back and gets the rest from the leader's.
+func TestRestartCatchesUp(t *testing.T) { forEachLogStore(t, testRestartCatchesUp) }
+
+func testRestartCatchesUp(t *testing.T, store func(*Config)) {
+	nodes := startCluster(t, 3, store)
 	leader := waitLeader(t, nodes)
 	mustExec(t, leader.store, stmt("CREATE TABLE t(id INTEGER)"))
 	for i := range 20 {
@@ -85,8 +89,12 @@ func TestRestartCatchesUp(t *testing.T) {
 	}
 }
 
-func TestLateJoinerFromSnapshot(t *testing.T) {
-	small := func(c *Config) { c.SnapshotThreshold, c.TrailingLogs = 32, 8 }
+// TestLateJoinerFromSnapshot runs with each log store: the leader's log is
+// compacted, so the joiner installs a snapshot and appends after it.
+func TestLateJoinerFromSnapshot(t *testing.T) { forEachLogStore(t, testLateJoinerFromSnapshot) }
+
+func testLateJoinerFromSnapshot(t *testing.T, store func(*Config)) {
+	small := both(store, func(c *Config) { c.SnapshotThreshold, c.TrailingLogs = 32, 8 })
 	nodes := startCluster(t, 1, small)
 	leader := nodes[0]
 	mustExec(t, leader.store, stmt("CREATE SCHEMA app"))

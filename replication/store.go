@@ -11,15 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/wal"
@@ -68,8 +65,13 @@ func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
 type Config struct {
 	// ID is this node's Raft server ID, stable across restarts.
 	ID string
-	// Dir holds raft.db (log and stable store) and the snapshots.
+	// Dir holds the log and stable store (raft.db, or wal/ for raft-wal)
+	// and the snapshots.
 	Dir string
+	// LogStore (default LogStoreBoltDB) is the library that keeps raft's
+	// log and stable state: LogStoreBoltDB or LogStoreWAL. A Dir holding
+	// the other one's state is refused (*LogStoreMismatchError).
+	LogStore string
 	// RaftAddr is the address the Raft transport listens on (TCP, with
 	// TLS).
 	RaftAddr string
@@ -148,6 +150,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MaxBatch, 256)
 	setDefault(&c.GatherMax, 5*time.Millisecond)
 	setDefault(&c.GatherIdle, time.Millisecond)
+	setDefault(&c.LogStore, LogStoreBoltDB)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +172,7 @@ const maxInflight = 1
 
 // logCacheSize and logCacheBytes bound the recent log entries kept in
 // memory (logCache), so that replicating a new entry to followers does not
-// read it back from raft-boltdb.
+// read it back from the log store.
 const (
 	logCacheSize  = 512
 	logCacheBytes = 64 << 20
@@ -178,13 +181,15 @@ const (
 // Store is one node's replicated state: the raft node, its stores and
 // transport, and the FSM.
 type Store struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
-	fsm   *fsm
-	logs  *raftboltdb.BoltStore
-	trans *rpcGuard
-	term  raftTerm
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	fsm  *fsm
+	logs raftStore
+	// maxEntry bounds a command's encoded size (0: no bound).
+	maxEntry int
+	trans    *rpcGuard
+	term     raftTerm
 	// carry is a proposal the proposer took but left for the next entry
 	// (pack); only the proposer goroutine uses it.
 	carry *proposal
@@ -239,12 +244,14 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.fsm.observeSnapshot = cfg.ObserveSnapshot
 	cleanup = append(cleanup, s.fsm.close)
-	if s.logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}}); err != nil {
+	hlog := newHCLogger(s.log, "raft")
+	if s.logs, err = openRaftStore(cfg.LogStore, cfg.Dir, hlog); err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, s.logs.Close)
-	hlog := newHCLogger(s.log, "raft")
+	if cfg.LogStore == LogStoreWAL {
+		s.maxEntry = walMaxEntry
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog.Named("snapshots"))
 	if err != nil {
 		return fail(err)
@@ -440,6 +447,12 @@ func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Conte
 	enc, err := (wal.Batch{Commands: []wal.Command{cmd}}).MarshalBinary()
 	if err != nil {
 		return nil, err
+	}
+	// A command over maxEntry goes alone into its entry (pack keeps
+	// entries of several commands under maxEntryBytes), so refusing it
+	// here keeps every entry within what the log store can read back.
+	if s.maxEntry > 0 && len(enc) > s.maxEntry {
+		return nil, fmt.Errorf("%w: %d bytes encoded, the %s log store holds at most %d", ErrEntryTooLarge, len(enc), s.cfg.LogStore, s.maxEntry)
 	}
 	p := &proposal{cmd: cmd, size: len(enc), done: make(chan cmdResult, 1), answered: s.answered.Load()}
 	select {

@@ -22,6 +22,7 @@ import (
 	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
 )
 
@@ -89,6 +90,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "log entries between snapshots (0: 8192)")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", 0, "log entries kept after a snapshot (0: 4096)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "how often the snapshot threshold is checked (0: 2m)")
+	fs.StringVar(&c.RaftLogStore, "raft-log-store", replication.LogStoreBoltDB, "library keeping the Raft log: boltdb (raft-boltdb, raft/raft.db) or wal (hashicorp/raft-wal, raft/wal/); a data directory keeps the one it was created with")
 	fs.DurationVar(&c.GroupCommitWait, "group-commit-wait", 5*time.Millisecond, "longest the leader holds concurrent writes to share one log entry (0: never)")
 	fs.IntVar(&c.StageBytes, "stage-bytes", routing.DefaultStageBytes, "size of a transaction's appends past which they are replicated ahead of COMMIT, in log entries of about this size (negative: never)")
 	fs.DurationVar(&c.StageTimeout, "stage-timeout", daemon.DefaultStageTimeout, "how long rows staged by an unfinished transaction may sit idle before the leader drops them (negative: never)")
@@ -164,6 +166,9 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	}
 	if c.BackupEvery <= 0 || c.BackupKeep < 1 {
 		return nil, errors.New("--backup-every must be positive and --backup-keep at least 1")
+	}
+	if c.RaftLogStore != replication.LogStoreBoltDB && c.RaftLogStore != replication.LogStoreWAL {
+		return nil, fmt.Errorf("--raft-log-store: %q is neither %s nor %s", c.RaftLogStore, replication.LogStoreBoltDB, replication.LogStoreWAL)
 	}
 	switch c.gossipProfile {
 	case "lan":

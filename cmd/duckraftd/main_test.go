@@ -115,6 +115,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad flag value", []string{"--reap-after", "soon"}, nil, []string{"reap-after", `"soon"`}},
 		{"bad env value", nil, map[string]string{"DUCKRAFT_VOTERS": "x"}, []string{"voters", "DUCKRAFT_VOTERS"}},
 		{"bad enum value", []string{"--consistency", "eventual"}, nil, []string{"--consistency"}},
+		{"bad raft log store", []string{"--raft-log-store", "rocksdb"}, nil, []string{"--raft-log-store", "rocksdb", "boltdb", "wal"}},
 		{"bad gossip profile", []string{"--gossip-profile", "wan"}, nil, []string{"--gossip-profile", "wan"}},
 		{"unknown flag", []string{"--quack-addr", "x"}, nil, []string{"quack-addr"}},
 		{"positional argument", []string{"serve"}, nil, []string{"unexpected arguments", "serve"}},

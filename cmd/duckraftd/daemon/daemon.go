@@ -96,6 +96,10 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// RaftLogStore is the library keeping the Raft log and stable state
+	// (replication.Config.LogStore): "boltdb" (the default when empty)
+	// or "wal".
+	RaftLogStore string
 	// GroupCommitWait is how long the leader may hold concurrent writes to
 	// pack them into one log entry (replication.Config.GatherMax); zero
 	// means the default, negative never.
@@ -381,12 +385,16 @@ func (d *Daemon) startNode() error {
 		SnapshotThreshold: c.SnapshotThreshold,
 		TrailingLogs:      c.TrailingLogs,
 		SnapshotInterval:  c.SnapshotInterval,
+		LogStore:          c.RaftLogStore,
 		GatherMax:         c.GroupCommitWait,
 		WrapLogStore:      c.WrapLogStore,
 		ObserveSnapshot:   d.metrics.observeSnapshot,
 		ObserveLeader:     d.observeLeader,
 		Logger:            d.log,
 	})
+	if mis, ok := errors.AsType[*replication.LogStoreMismatchError](err); ok {
+		return fmt.Errorf("%w; this data directory was written with --raft-log-store %s: start with that, or on an empty --data", err, mis.Found)
+	}
 	if err != nil {
 		return err
 	}

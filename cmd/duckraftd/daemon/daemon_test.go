@@ -6,11 +6,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/replication"
 )
 
 func freeAddr(t *testing.T) string {
@@ -100,5 +102,48 @@ func TestCrashAndClose(t *testing.T) {
 	case <-d.Done():
 	default:
 		t.Fatal("Done is open after Close")
+	}
+}
+
+// TestRaftLogStoreKept: a data directory written with one --raft-log-store
+// refuses to start with the other, naming the flag and the store to use,
+// and starts again with its own store, data intact.
+func TestRaftLogStoreKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft and gossip")
+	}
+	dir := t.TempDir()
+	cfg := Config{ID: "n1", DataDir: dir, QuackAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
+		RaftLogStore: replication.LogStoreWAL}
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query(t, d, "CREATE TABLE t AS SELECT range AS i FROM range(10)")
+	if err := d.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	for _, asked := range []string{"", replication.LogStoreBoltDB} {
+		other := cfg
+		other.RaftLogStore = asked
+		if d, err := Start(other); err == nil {
+			d.Close()
+			t.Fatalf("--raft-log-store %q started on a wal data directory", asked)
+		} else if !strings.Contains(err.Error(), "--raft-log-store wal") {
+			t.Fatalf("--raft-log-store %q: error %q does not name --raft-log-store wal", asked, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft", "raft.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused starts created raft.db (%v)", err)
+	}
+
+	d, err = Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := query(t, d, "SELECT count(*) FROM t"); got != int64(10) {
+		t.Fatalf("after the refused starts: %v rows, want 10", got)
 	}
 }
