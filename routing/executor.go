@@ -340,11 +340,19 @@ func appendEntry(schema []string, table string, chunk *wire.DataChunk) (wal.Appe
 	if err != nil {
 		return wal.Append{}, fmt.Errorf("append to %s.%s: %w", strings.Join(schema, "."), table, err)
 	}
-	a := wal.Append{Schema: schema[len(schema)-1], Table: table, Chunk: enc}
-	if len(schema) > 1 {
-		a.Parents = schema[: len(schema)-1 : len(schema)-1]
+	name, parents := splitSchemaPath(schema)
+	return wal.Append{Schema: name, Parents: parents, Table: table, Chunk: enc}, nil
+}
+
+// splitSchemaPath splits a schema's path into the schema's own name and
+// the schemas it is nested in (nil for a top-level one), as wal.Append and
+// wal.Staged name it.
+func splitSchemaPath(path []string) (string, []string) {
+	n := len(path) - 1
+	if n == 0 {
+		return path[0], nil
 	}
-	return a, nil
+	return path[n], path[:n:n]
 }
 
 // InTransaction implements node.Executor: the session's transaction is the

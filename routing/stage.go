@@ -91,10 +91,11 @@ func (r *appendRun) push(chunk []byte, rows uint64) {
 	r.bytes += len(chunk)
 }
 
-// stager proposes one transaction's Stage entries in order, one at a time,
-// while the client sends the next rows. Its queue holds one entry, so a
-// transaction holds at most about three entries' worth of rows here: the
-// one being filled, the one queued, the one in the log.
+// stager proposes one transaction's Stage entries in order while the
+// client sends the next rows. Its queue holds one entry, so a transaction
+// holds a bounded number of entries' worth of rows here: the one being
+// filled, the one queued, and those in flight (one, or stagePipeline on the
+// leader).
 type stager struct {
 	id    uint64
 	queue chan wal.Stage
@@ -133,51 +134,66 @@ func (e *Executor) startStager(st *sessionState) *stager {
 	var b [8]byte
 	rand.Read(b[:])
 	s := &stager{id: binary.LittleEndian.Uint64(b[:]), queue: make(chan wal.Stage, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		var inflight []submitted
-		for {
-			var entry wal.Stage
-			select {
-			case entry = <-s.queue:
-			case <-s.stop:
-				select {
-				case entry = <-s.queue:
-				default:
-					for _, p := range inflight {
-						s.settle(e, st, p)
-					}
-					return
+	go s.run(e, st)
+	return s
+}
+
+// run sends the queued entries in order until the stager is stopped and
+// its queue is empty: on the leader up to stagePipeline at once, through
+// another node one at a time, since concurrent requests could reach the
+// leader out of order.
+func (s *stager) run(e *Executor, st *sessionState) {
+	defer close(s.done)
+	var inflight []submitted
+	settleAll := func() {
+		for _, p := range inflight {
+			s.settle(e, st, p)
+		}
+		inflight = nil
+	}
+	defer settleAll()
+	for {
+		entry, ok := s.next()
+		if !ok {
+			return
+		}
+		if s.failed() != nil {
+			continue
+		}
+		cmd := newCommand([]wal.Entry{entry})
+		if sub, ok := e.cfg.Store.(submitter); ok && e.cfg.Store.IsLeader() {
+			cmd.Timestamp = e.cfg.Now().UnixMicro()
+			ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
+			wait, err := sub.Submit(ctx, cmd)
+			cancel()
+			if err == nil {
+				inflight = append(inflight, submitted{cmd: cmd, wait: wait})
+				if len(inflight) >= stagePipeline {
+					s.settle(e, st, inflight[0])
+					inflight = inflight[1:]
 				}
-			}
-			if s.failed() != nil {
 				continue
 			}
-			cmd := newCommand([]wal.Entry{entry})
-			if sub, ok := e.cfg.Store.(submitter); ok && e.cfg.Store.IsLeader() {
-				cmd.Timestamp = e.cfg.Now().UnixMicro()
-				ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
-				wait, err := sub.Submit(ctx, cmd)
-				cancel()
-				if err == nil {
-					inflight = append(inflight, submitted{cmd: cmd, wait: wait})
-					if len(inflight) >= stagePipeline {
-						s.settle(e, st, inflight[0])
-						inflight = inflight[1:]
-					}
-					continue
-				}
-			}
-			// Through another node, one at a time: the entries must
-			// reach the log in order.
-			for _, p := range inflight {
-				s.settle(e, st, p)
-			}
-			inflight = nil
-			s.send(e, st, cmd)
 		}
-	}()
-	return s
+		settleAll()
+		s.send(e, st, cmd)
+	}
+}
+
+// next returns the next queued entry; false once the stager is stopped
+// and nothing is queued.
+func (s *stager) next() (wal.Stage, bool) {
+	select {
+	case entry := <-s.queue:
+		return entry, true
+	case <-s.stop:
+	}
+	select {
+	case entry := <-s.queue:
+		return entry, true
+	default:
+		return wal.Stage{}, false
+	}
 }
 
 // put queues an entry, waiting while the queue is full: the back-pressure
@@ -358,18 +374,12 @@ func (e *Executor) commitEntries(t *pendingTxn) ([]wal.Entry, error) {
 		case r == nil:
 			out = append(out, it.entry)
 		case r.staged:
-			s := wal.Staged{ID: t.stager.id, Part: r.part, Rows: r.sent, Schema: r.schema[len(r.schema)-1], Table: r.table}
-			if len(r.schema) > 1 {
-				s.Parents = r.schema[: len(r.schema)-1 : len(r.schema)-1]
-			}
-			out = append(out, s)
+			schema, parents := splitSchemaPath(r.schema)
+			out = append(out, wal.Staged{ID: t.stager.id, Part: r.part, Rows: r.sent, Schema: schema, Parents: parents, Table: r.table})
 		default:
+			schema, parents := splitSchemaPath(r.schema)
 			for _, c := range r.chunks {
-				a := wal.Append{Schema: r.schema[len(r.schema)-1], Table: r.table, Chunk: c.enc}
-				if len(r.schema) > 1 {
-					a.Parents = r.schema[: len(r.schema)-1 : len(r.schema)-1]
-				}
-				out = append(out, a)
+				out = append(out, wal.Append{Schema: schema, Parents: parents, Table: r.table, Chunk: c.enc})
 			}
 		}
 	}
