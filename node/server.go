@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -467,38 +468,32 @@ func success(g wire.Generation) response {
 	return response{gen: g, header: wire.Header{Type: wire.MsgSuccessResponse}, body: &wire.SuccessResponse{}}
 }
 
-// write sends resp and returns the bytes of its body.
+// write sends resp and returns the bytes of its body. A result's chunks,
+// already encoded, are written from where they are, not copied into one
+// buffer with the rest of the message first: a batch is megabytes.
 func (s *Server) write(w http.ResponseWriter, resp response) int {
-	out, err := wire.AppendMessage(make([]byte, 0, encodedSize(resp.body)), resp.gen, resp.header, resp.body)
+	parts, err := wire.MessageParts(make([]byte, 0, 512), resp.gen, resp.header, resp.body)
 	if err != nil {
 		s.log.Error("encode response", "type", resp.header.Type, "err", err)
-		out, _ = wire.AppendMessage(nil, wire.Q1, wire.Header{Type: wire.MsgErrorResponse},
+		out, _ := wire.AppendMessage(nil, wire.Q1, wire.Header{Type: wire.MsgErrorResponse},
 			&wire.ErrorResponse{Message: fmt.Sprintf("encode response: %v", err)})
+		parts = [][]byte{out}
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/vnd.duckdb")
 	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Content-Length", fmt.Sprint(len(out)))
+	h.Set("Content-Length", strconv.Itoa(n))
 	if resp.code != "" {
 		h.Set(wire.ErrorCodeHeader, resp.code)
 	}
-	w.Write(out)
-	return len(out)
-}
-
-// encodedSize estimates a response's size so that it is encoded into one
-// allocation: results carry megabytes of pre-encoded chunks.
-func encodedSize(m wire.Message) int {
-	var chunks [][]byte
-	switch m := m.(type) {
-	case *wire.PrepareResponse:
-		chunks = m.Encoded
-	case *wire.FetchResponse:
-		chunks = m.Encoded
-	}
-	n := 4096
-	for _, c := range chunks {
-		n += len(c) + 8
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			break
+		}
 	}
 	return n
 }

@@ -163,3 +163,71 @@ func TestDecodeBodyEncodedChecksTypesAndLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagePartsEqualAppendMessage checks that the parts MessageParts
+// returns, written one after the other, are byte for byte the message
+// AppendMessage encodes, for every message that carries pre-encoded
+// chunks, with and without chunks, and that the chunks are not copied.
+func TestMessagePartsEqualAppendMessage(t *testing.T) {
+	for _, g := range []Generation{Q1, Q2, Q3} {
+		rng := rand.New(rand.NewPCG(uint64(g), 11))
+		for iter := 0; iter < 100; iter++ {
+			types, chunks := randChunks(rng, g)
+			var enc [][]byte
+			for _, c := range chunks {
+				b, err := AppendDataChunk(nil, c, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				enc = append(enc, b)
+			}
+			if iter%10 == 0 {
+				enc = [][]byte{}
+			}
+			msgs := []Message{
+				&PrepareResponse{Types: types, Names: make([]string, len(types)), NeedsMoreFetch: true, Encoded: enc, UUID: Hugeint{Lower: 9}},
+				&FetchResponse{Encoded: enc, BatchIndex: Idx(3)},
+			}
+			switch g {
+			case Q2:
+				msgs = append(msgs, &SendDataRequest{Schema: "s", Table: "t", Encoded: enc, BatchIndex: Idx(1)})
+			case Q3:
+				msgs = append(msgs, &SendDataRequest{StreamID: "x", Encoded: enc, BatchIndex: Idx(1)})
+			}
+			for _, m := range msgs {
+				want, err := AppendMessage(nil, g, Header{Type: m.Type()}, m)
+				if err != nil {
+					t.Fatalf("Q%d %s: %v", g, m.Type(), err)
+				}
+				prefix := []byte("keep")
+				parts, err := MessageParts(prefix, g, Header{Type: m.Type()}, m)
+				if err != nil {
+					t.Fatalf("Q%d %s: MessageParts: %v", g, m.Type(), err)
+				}
+				if got := bytes.Join(parts, nil); !bytes.Equal(got, want) {
+					t.Fatalf("Q%d %s iter %d: parts join to %d bytes that differ from AppendMessage's %d", g, m.Type(), iter, len(got), len(want))
+				}
+				shared := 0
+				for _, p := range parts {
+					for _, c := range enc {
+						if len(p) > 0 && &p[0] == &c[0] {
+							shared++
+						}
+					}
+				}
+				if shared != len(enc) {
+					t.Fatalf("Q%d %s: %d of %d chunks passed in place", g, m.Type(), shared, len(enc))
+				}
+			}
+		}
+	}
+}
+
+// TestMessagePartsRefusesBadChunk checks that a pre-encoded chunk that is
+// no DataChunk object is refused, as AppendMessage refuses it.
+func TestMessagePartsRefusesBadChunk(t *testing.T) {
+	m := &FetchResponse{Encoded: [][]byte{[]byte("not a chunk")}, BatchIndex: Idx(1)}
+	if _, err := MessageParts(nil, Q1, Header{}, m); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("MessageParts = %v, want ErrInvalid", err)
+	}
+}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -102,5 +103,67 @@ func FuzzDecodeLogicalType(f *testing.F) {
 				}
 				return AppendLogicalType(nil, &typ, Q3)
 			})
+	})
+}
+
+// FuzzDecodeBodyEncoded checks the router's pass-through decoder against
+// the full one: a PREPARE_RESPONSE or FETCH_RESPONSE whose chunks
+// DecodeBodyEncoded accepts must decode in full too, with the same chunks,
+// and the message built from the kept bytes, copied or in parts, must be
+// the one built from the decoded chunks.
+func FuzzDecodeBodyEncoded(f *testing.F) {
+	f.Add(hx(f, "01 00 08 03 00 "+unsetHex+" FF FF  01 00 01 03 00 01 FF FF 64 00 01 65 00 01 64 00 0D FF FF 66 00 01 64 00 00 66 00 04 2A 00 00 00 FF FF FF FF"), uint(3))
+	f.Add(hx(f, "01 00 0D 03 00 "+unsetHex+" FF FF  01 00 00 01 02 00 03 FF FF"), uint(2))
+	for _, g := range []Generation{Q1, Q2, Q3} {
+		rng := rand.New(rand.NewPCG(uint64(g), 5))
+		for range 3 {
+			types, chunks := randChunks(rng, g)
+			for _, m := range []Message{
+				&PrepareResponse{Types: types, Names: make([]string, len(types)), Chunks: chunks},
+				&FetchResponse{Chunks: chunks, BatchIndex: Idx(1)},
+			} {
+				b, err := AppendMessage(nil, g, Header{}, m)
+				if err != nil {
+					f.Fatal(err)
+				}
+				f.Add(b, uint(g-1))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, gen uint) {
+		g := Generation(gen%3 + 1)
+		h, r, err := DecodeHeader(b)
+		if err != nil || h.Type != MsgPrepareResponse && h.Type != MsgFetchResponse {
+			return
+		}
+		m, err := DecodeBodyEncoded(g, h.Type, r, fuzzLimits, nil)
+		if err != nil {
+			return
+		}
+		_, r, _ = DecodeHeader(b)
+		full, err := DecodeBody(g, h.Type, r, fuzzLimits)
+		if err != nil {
+			t.Fatalf("DecodeBodyEncoded accepted what DecodeBody refuses: %v", err)
+		}
+		fromChunks, err := AppendMessage(nil, g, h, full)
+		if err != nil {
+			t.Fatalf("re-encode decoded: %v", err)
+		}
+		kept, err := AppendMessage(nil, g, h, m)
+		if err != nil {
+			t.Fatalf("re-encode kept bytes: %v", err)
+		}
+		parts, err := MessageParts(nil, g, h, m)
+		if err != nil {
+			t.Fatalf("MessageParts: %v", err)
+		}
+		if !bytes.Equal(bytes.Join(parts, nil), kept) {
+			t.Fatal("MessageParts differs from AppendMessage")
+		}
+		if _, again, err := DecodeMessage(kept, g, fuzzLimits); err != nil {
+			t.Fatalf("the forwarded message does not decode: %v", err)
+		} else if b2, _ := AppendMessage(nil, g, h, again); !bytes.Equal(b2, fromChunks) {
+			t.Fatal("the forwarded message decodes to other chunks")
+		}
 	})
 }

@@ -374,6 +374,55 @@ func AppendHeader(dst []byte, h Header) []byte {
 // blob. A zero h.Type is taken from body; any other value must match it.
 // On error dst is returned unchanged.
 func AppendMessage(dst []byte, g Generation, h Header, body Message) ([]byte, error) {
+	return appendMessage(dst, g, h, body, nil)
+}
+
+// MessageParts is AppendMessage for a message whose chunks are pre-encoded
+// (the Encoded field of a result or SEND_DATA message): the chunks are not
+// copied but returned in place, between the parts encoded into dst, and the
+// parts in order are the message. A server writes them one after the other
+// instead of copying megabytes of chunks into one buffer first.
+func MessageParts(dst []byte, g Generation, h Header, body Message) ([][]byte, error) {
+	var sp splices
+	b, err := appendMessage(dst, g, h, body, &sp)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]byte, 0, 2*len(sp)+1)
+	prev := len(dst)
+	for _, s := range sp {
+		if s.at > prev {
+			parts = append(parts, b[prev:s.at])
+		}
+		parts = append(parts, s.chunk)
+		prev = s.at
+	}
+	if len(b) > prev {
+		parts = append(parts, b[prev:])
+	}
+	return parts, nil
+}
+
+// splices records, while a message is encoded for MessageParts, where each
+// pre-encoded chunk belongs: at is its offset in the encoded rest.
+type splices []splice
+
+type splice struct {
+	at    int
+	chunk []byte
+}
+
+// appendChunk appends pre-encoded chunk c to b, or, with sp, notes where it
+// belongs.
+func (sp *splices) appendChunk(b, c []byte) []byte {
+	if sp == nil {
+		return append(b, c...)
+	}
+	*sp = append(*sp, splice{at: len(b), chunk: c})
+	return b
+}
+
+func appendMessage(dst []byte, g Generation, h Header, body Message, sp *splices) ([]byte, error) {
 	if err := checkGeneration(g); err != nil {
 		return dst, err
 	}
@@ -389,14 +438,14 @@ func AppendMessage(dst []byte, g Generation, h Header, body Message) ([]byte, er
 	if want := newBody(g, t); want == nil || reflect.TypeOf(want) != reflect.TypeOf(body) {
 		return dst, fmt.Errorf("wire: %T in generation Q%d: %w", body, g, ErrUnsupportedMessage)
 	}
-	b, err := appendBody(AppendHeader(dst, h), g, body)
+	b, err := appendBody(AppendHeader(dst, h), g, body, sp)
 	if err != nil {
 		return dst, fmt.Errorf("wire: %s: %w", t, err)
 	}
 	return b, nil
 }
 
-func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
+func appendBody(b []byte, g Generation, body Message, sp *splices) ([]byte, error) {
 	var err error
 	switch m := body.(type) {
 	case *ConnectionRequest:
@@ -451,7 +500,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 			b = appendField(b, 3)
 			b = appendBool(b, true)
 		}
-		if b, err = appendWrappedChunks(b, 4, m.Chunks, m.Encoded, g); err != nil {
+		if b, err = appendWrappedChunks(b, 4, m.Chunks, m.Encoded, g, sp); err != nil {
 			return b, err
 		}
 		b = appendField(b, 5)
@@ -469,7 +518,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 			if m.TotalBatches.Valid {
 				return b, errorf(ErrInvalid, "total_batches before Q3")
 			}
-			if b, err = appendWrappedChunks(b, 1, m.Chunks, m.Encoded, g); err != nil {
+			if b, err = appendWrappedChunks(b, 1, m.Chunks, m.Encoded, g, sp); err != nil {
 				return b, err
 			}
 			b = appendField(b, 2)
@@ -479,7 +528,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 		b = defUvarint(b, 1, uint64(chunkCount(m.Chunks, m.Encoded)))
 		b = defOptIdx(b, 2, m.TotalBatches)
 		b = defOptIdx(b, 3, m.BatchIndex)
-		return appendBlobChunks(appendEnd(b), m.Chunks, m.Encoded, g)
+		return appendBlobChunks(appendEnd(b), m.Chunks, m.Encoded, g, sp)
 	case *AppendRequest:
 		b = defString(b, 1, m.Schema)
 		b = defString(b, 2, m.Table)
@@ -491,7 +540,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 			b = appendEnd(b)
 		}
 	case *SendDataRequest:
-		return appendSendData(b, g, m)
+		return appendSendData(b, g, m, sp)
 	case *SendDataResponse:
 		if m.RowCount.Valid && g < Q3 {
 			return b, errorf(ErrInvalid, "row_count before Q3")
@@ -551,7 +600,7 @@ func appendBody(b []byte, g Generation, body Message) ([]byte, error) {
 	return appendEnd(b), nil
 }
 
-func appendSendData(b []byte, g Generation, m *SendDataRequest) ([]byte, error) {
+func appendSendData(b []byte, g Generation, m *SendDataRequest, sp *splices) ([]byte, error) {
 	var err error
 	if g == Q2 {
 		if m.StreamID != "" || m.TotalBatches.Valid {
@@ -559,7 +608,7 @@ func appendSendData(b []byte, g Generation, m *SendDataRequest) ([]byte, error) 
 		}
 		b = defString(b, 1, m.Schema)
 		b = defString(b, 2, m.Table)
-		if b, err = appendWrappedChunks(b, 3, m.Chunks, m.Encoded, g); err != nil {
+		if b, err = appendWrappedChunks(b, 3, m.Chunks, m.Encoded, g, sp); err != nil {
 			return b, err
 		}
 		b = appendField(b, 4)
@@ -583,7 +632,7 @@ func appendSendData(b []byte, g Generation, m *SendDataRequest) ([]byte, error) 
 	b = defUvarint(b, 2, uint64(chunkCount(m.Chunks, m.Encoded)))
 	b = defOptIdx(b, 3, m.TotalBatches)
 	b = defOptIdx(b, 4, m.BatchIndex)
-	return appendBlobChunks(appendEnd(b), m.Chunks, m.Encoded, g)
+	return appendBlobChunks(appendEnd(b), m.Chunks, m.Encoded, g, sp)
 }
 
 func defString(b []byte, id uint16, s string) []byte {
@@ -624,7 +673,7 @@ func checkEncoded(c []byte) error {
 
 // appendWrappedChunks writes a "def" list field of DataChunkWrapper
 // pointers: each element is 01, field 300, the chunk, FF FF.
-func appendWrappedChunks(b []byte, id uint16, chunks []*DataChunk, encoded [][]byte, g Generation) ([]byte, error) {
+func appendWrappedChunks(b []byte, id uint16, chunks []*DataChunk, encoded [][]byte, g Generation, sp *splices) ([]byte, error) {
 	n := chunkCount(chunks, encoded)
 	if n == 0 {
 		return b, nil
@@ -637,7 +686,7 @@ func appendWrappedChunks(b []byte, id uint16, chunks []*DataChunk, encoded [][]b
 			if err := checkEncoded(encoded[i]); err != nil {
 				return b, err
 			}
-			b = append(b, encoded[i]...)
+			b = sp.appendChunk(b, encoded[i])
 		} else {
 			var err error
 			if b, err = AppendDataChunk(b, chunks[i], g); err != nil {
@@ -650,13 +699,13 @@ func appendWrappedChunks(b []byte, id uint16, chunks []*DataChunk, encoded [][]b
 }
 
 // appendBlobChunks writes the Q3 trailing blob: bare DataChunk objects.
-func appendBlobChunks(b []byte, chunks []*DataChunk, encoded [][]byte, g Generation) ([]byte, error) {
+func appendBlobChunks(b []byte, chunks []*DataChunk, encoded [][]byte, g Generation, sp *splices) ([]byte, error) {
 	if encoded != nil {
 		for _, c := range encoded {
 			if err := checkEncoded(c); err != nil {
 				return b, err
 			}
-			b = append(b, c...)
+			b = sp.appendChunk(b, c)
 		}
 		return b, nil
 	}

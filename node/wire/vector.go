@@ -567,8 +567,18 @@ func (d *decoder) stringsList(v *Vector) error {
 	if n != v.Count {
 		return r.errorf(off, ErrMalformed, "%d strings for %d rows", n, v.Count)
 	}
-	// First pass: validate and size, so that Bytes is allocated once.
 	start := r.off
+	if d.scan {
+		if err := r.skipStrings(n); err != nil {
+			return err
+		}
+		if uint64(r.off-start) <= math.MaxUint32 {
+			return nil
+		}
+		// Only the valid rows' bytes count against the limit.
+		r.off = start
+	}
+	// First pass: validate and size, so that Bytes is allocated once.
 	total := 0
 	for i := 0; i < n; i++ {
 		lo, hi, err := r.nextString()
@@ -595,6 +605,32 @@ func (d *decoder) stringsList(v *Vector) error {
 		}
 		v.Offsets[i+1] = uint32(len(v.Bytes))
 	}
+	return nil
+}
+
+// skipStrings consumes n length-prefixed strings, checking only that each
+// lies within the input: a router's check of chunks it forwards, which
+// walks every string of a result. Its loop keeps the offset in a local and
+// inlines the one-byte lengths that nearly every string has, since a call
+// per string was a tenth of a router's CPU in a bulk scan.
+func (r *Reader) skipStrings(n int) error {
+	buf, off := r.buf, r.off
+	for i := 0; i < n; i++ {
+		if off < len(buf) && buf[off] < 0x80 {
+			next := off + 1 + int(buf[off])
+			if next > len(buf) {
+				return r.errorf(off, ErrTruncated, "string of %d bytes with %d remaining", next-off-1, len(buf)-off-1)
+			}
+			off = next
+			continue
+		}
+		r.off = off
+		if _, _, err := r.nextString(); err != nil {
+			return err
+		}
+		off = r.off
+	}
+	r.off = off
 	return nil
 }
 
