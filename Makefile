@@ -46,7 +46,7 @@ fuzz:
 # synchronous standby, started by scripts/bench-peers.sh and installed from
 # Debian when missing; in-process DuckDB; duckraft with 1 and 3 nodes) and
 # regenerates docs/benchmarks.md's generated section and docs/img/bench-*.png
-# (about 10 minutes). Each benchmark's length is a variable.
+# (about 12 minutes). Each benchmark's length is a variable.
 WRITES_DURATION   ?= 10s
 WRITES_CLIENTS    ?= 1,8,64
 BULK_ROWS         ?= 2000000
@@ -56,10 +56,14 @@ LAG_DURATION      ?= 15s
 READS_DURATION    ?= 10s
 INGEST_ROWS       ?= 1000000
 INGEST_RUNS       ?= 1
+CAP_RATE          ?= 50MB/s
+CAP_ROWS          ?= 1000000
+CAP_SCANS         ?= 5
 bench: build
 	BIN=$(BIN) WRITES_DURATION=$(WRITES_DURATION) WRITES_CLIENTS=$(WRITES_CLIENTS) BULK_ROWS=$(BULK_ROWS) \
 		BULK_RUNS=$(BULK_RUNS) FAILOVER_DURATION=$(FAILOVER_DURATION) LAG_DURATION=$(LAG_DURATION) \
-		READS_DURATION=$(READS_DURATION) INGEST_ROWS=$(INGEST_ROWS) INGEST_RUNS=$(INGEST_RUNS) ./scripts/bench.sh
+		READS_DURATION=$(READS_DURATION) INGEST_ROWS=$(INGEST_ROWS) INGEST_RUNS=$(INGEST_RUNS) \
+		CAP_RATE=$(CAP_RATE) CAP_ROWS=$(CAP_ROWS) CAP_SCANS=$(CAP_SCANS) ./scripts/bench.sh
 
 # chaos runs the workloads under a seeded, randomized schedule of kills,
 # restarts, pauses, partitions, blackholes and leadership transfers, and

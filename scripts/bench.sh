@@ -29,8 +29,10 @@ dsn=$(scripts/bench-peers.sh start "$pgdir")
 	--duration "${FAILOVER_DURATION:-20s}" --at "${FAILOVER_AT:-8s}" --json >"$out/failover.json"
 "$duckraft" bench lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"
 "$duckraft" bench reads --duckraftd "$daemon" --duration "${READS_DURATION:-10s}" >"$out/reads.md"
+"$duckraft" bench reads --duckraftd "$daemon" --cap "${CAP_RATE:-50MB/s}" --rows "${CAP_ROWS:-1000000}" \
+	--scans "${CAP_SCANS:-5}" >"$out/cap.md"
 "$duckraft" bench ingest --duckraftd "$daemon" --rows "${INGEST_ROWS:-1000000}" --runs "${INGEST_RUNS:-1}" --json >"$out/ingest.json"
 
 "$duckraft" bench report --doc docs/benchmarks.md --img docs/img \
-	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/lag.json" "$out/ingest.json" "$out/reads.md"
+	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/lag.json" "$out/ingest.json" "$out/reads.md" "$out/cap.md"
 echo "bench: docs/benchmarks.md and docs/img/bench-*.png regenerated" >&2

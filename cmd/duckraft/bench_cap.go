@@ -101,7 +101,7 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	row("through the router, one node", "uncapped", via, fmt.Sprintf("**%.2f** of straight (goal ≥ 0.9)", via/direct))
+	row("through the router, one node", "uncapped", via, goalRatio(via/direct, 0.9, "straight"))
 	setRate(rate)
 	one, err := median(router.quack, 1)
 	if err != nil {
@@ -112,13 +112,22 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	row("through the router, split over 3", fmtRate(rate)+" per node", three, fmt.Sprintf("**%.2f** of one node (goal ≥ 2.5)", three/one))
+	row("through the router, split over 3", fmtRate(rate)+" per node", three, goalRatio(three/one, 2.5, "one node"))
 	fmt.Fprintln(stdout)
 	for i, p := range proxies {
 		fmt.Fprintf(stdout, "%s sent %.0f MB through its proxy. ", nodes[i].id, float64(p.Sent())/1e6)
 	}
 	fmt.Fprintln(stdout)
 	return nil
+}
+
+// goalRatio renders a ratio against its goal for the table's ratio column.
+func goalRatio(ratio, goal float64, of string) string {
+	met := "met"
+	if ratio < goal {
+		met = "**not met**"
+	}
+	return fmt.Sprintf("**%.2f** of %s (goal ≥ %g: %s)", ratio, of, goal, met)
 }
 
 func fmtRate(r int64) string { return fmt.Sprintf("%gMB/s", float64(r)/1e6) }

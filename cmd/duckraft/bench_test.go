@@ -154,6 +154,21 @@ func TestWriteGoals(t *testing.T) {
 	}
 }
 
+func TestGoalRatio(t *testing.T) {
+	for _, tc := range []struct {
+		ratio, goal float64
+		want        string
+	}{
+		{0.95, 0.9, "**0.95** of straight (goal ≥ 0.9: met)"},
+		{0.9, 0.9, "**0.90** of straight (goal ≥ 0.9: met)"},
+		{0.88, 0.9, "**0.88** of straight (goal ≥ 0.9: **not met**)"},
+	} {
+		if got := goalRatio(tc.ratio, tc.goal, "straight"); got != tc.want {
+			t.Errorf("goalRatio(%v, %v) = %q, want %q", tc.ratio, tc.goal, got, tc.want)
+		}
+	}
+}
+
 func TestSpliceSection(t *testing.T) {
 	section := genBegin + "\nNEW\n" + genEnd + "\n"
 	for _, tc := range []struct{ name, doc, want string }{
