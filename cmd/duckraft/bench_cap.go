@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +61,8 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	// cpu is the CPU time of the data nodes together and of the router
 	// per scan, in ms, over the last call of median.
 	var nodeCPU, routerCPU float64
-	median := func(addr string, split int) (float64, error) {
+	median := func(phase, addr string, split int) (float64, error) {
+		fmt.Fprintf(stderr, "cap: %s\n", phase)
 		before := cpuTimes(nodes)
 		defer func() {
 			after := cpuTimes(nodes)
@@ -92,23 +94,23 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "| %s | %s | %.2f | %s | %.0f, %.0f |\n", scan, proxies, rate/1e6, ratio, nodeCPU, routerCPU)
 	}
 	// A replica, as the router picks for an unsplit scan.
-	direct, err := median(nodes[3].quack, 1)
+	direct, err := median("straight from "+nodes[3].id, nodes[3].quack, 1)
 	if err != nil {
 		return err
 	}
 	row("straight from a node", "uncapped", direct, "1")
-	via, err := median(router.quack, 1)
+	via, err := median("through the router", router.quack, 1)
 	if err != nil {
 		return err
 	}
 	row("through the router, one node", "uncapped", via, goalRatio(via/direct, 0.9, "straight"))
 	setRate(rate)
-	one, err := median(router.quack, 1)
+	one, err := median("through the router, capped", router.quack, 1)
 	if err != nil {
 		return err
 	}
 	row("through the router, one node", fmtRate(rate)+" per node", one, "1")
-	three, err := median(router.quack, 3)
+	three, err := median("through the router, capped, split over 3", router.quack, 3)
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,10 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 }
 
 // goalRatio renders a ratio against its goal for the table's ratio column.
+// The ratio is cut, not rounded, to two places, so that a ratio shown as
+// the goal has met it.
 func goalRatio(ratio, goal float64, of string) string {
+	ratio = math.Floor(ratio*100+1e-9) / 100
 	met := "met"
 	if ratio < goal {
 		met = "**not met**"

@@ -162,6 +162,7 @@ func TestGoalRatio(t *testing.T) {
 		{0.95, 0.9, "**0.95** of straight (goal ≥ 0.9: met)"},
 		{0.9, 0.9, "**0.90** of straight (goal ≥ 0.9: met)"},
 		{0.88, 0.9, "**0.88** of straight (goal ≥ 0.9: **not met**)"},
+		{0.8999, 0.9, "**0.89** of straight (goal ≥ 0.9: **not met**)"},
 	} {
 		if got := goalRatio(tc.ratio, tc.goal, "straight"); got != tc.want {
 			t.Errorf("goalRatio(%v, %v) = %q, want %q", tc.ratio, tc.goal, got, tc.want)
