@@ -26,6 +26,8 @@ import (
 //     through the router, which passes the node's chunks through;
 //   - each node capped at rate: the router's scan from one node against a
 //     split scan over 3.
+//
+// Within a phase the two scans alternate (scanPair).
 func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writer) error {
 	dir, err := os.MkdirTemp("", "duckraft-bench-cap-")
 	if err != nil {
@@ -58,69 +60,81 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	if err := waitApplied(nodes, token, 180*time.Second); err != nil {
 		return err
 	}
-	// cpu is the CPU time of the data nodes together and of the router
-	// per scan, in ms, over the last call of median.
-	var nodeCPU, routerCPU float64
-	median := func(phase, addr string, split int) (float64, error) {
-		fmt.Fprintf(stderr, "cap: %s\n", phase)
-		before := cpuTimes(nodes)
-		defer func() {
-			after := cpuTimes(nodes)
-			nodeCPU, routerCPU = 0, 0
-			for i := range nodes {
-				ms := float64((after[i] - before[i]).Milliseconds()) / float64(scans)
-				if nodes[i].role == "router" {
-					routerCPU = ms
-				} else {
-					nodeCPU += ms
-				}
-			}
-		}()
-		var rs []float64
-		for range scans {
-			r, _, err := bulkScan(ctx, addr, token, split)
-			if err != nil {
-				return 0, err
-			}
-			rs = append(rs, r)
-		}
-		slices.Sort(rs)
-		return rs[len(rs)/2], nil
-	}
 	fmt.Fprintf(stdout, "## bench reads --cap %s: %d-row lineitem, 3 voters + 3 replicas, a proxy in front of each node's Quack port\n\n", fmtRate(rate), rows)
 	fmt.Fprintf(stdout, "%s\n\n", machine())
 	fmt.Fprintf(stdout, "| scan | proxies | M rows/s (median of %d) | ratio | CPU ms per scan: data nodes, router |\n|---|---|---|---|---|\n", scans)
-	row := func(scan, proxies string, rate float64, ratio string) {
-		fmt.Fprintf(stdout, "| %s | %s | %.2f | %s | %.0f, %.0f |\n", scan, proxies, rate/1e6, ratio, nodeCPU, routerCPU)
+	row := func(scan, proxies string, m scanMeasure, ratio string) {
+		fmt.Fprintf(stdout, "| %s | %s | %.2f | %s | %.0f, %.0f |\n", scan, proxies, m.rate/1e6, ratio, m.nodeCPU, m.routerCPU)
 	}
 	// A replica, as the router picks for an unsplit scan.
-	direct, err := median("straight from "+nodes[3].id, nodes[3].quack, 1)
+	fmt.Fprintf(stderr, "cap: straight from %s and through the router, in turn\n", nodes[3].id)
+	direct, via, err := scanPair(ctx, nodes, token, scans, scanSpec{nodes[3].quack, 1}, scanSpec{router.quack, 1})
 	if err != nil {
 		return err
 	}
 	row("straight from a node", "uncapped", direct, "1")
-	via, err := median("through the router", router.quack, 1)
-	if err != nil {
-		return err
-	}
-	row("through the router, one node", "uncapped", via, goalRatio(via/direct, 0.9, "straight"))
+	row("through the router, one node", "uncapped", via, goalRatio(via.rate/direct.rate, 0.9, "straight"))
 	setRate(rate)
-	one, err := median("through the router, capped", router.quack, 1)
+	fmt.Fprintf(stderr, "cap: capped, through the router from one node and split over 3, in turn\n")
+	one, three, err := scanPair(ctx, nodes, token, scans, scanSpec{router.quack, 1}, scanSpec{router.quack, 3})
 	if err != nil {
 		return err
 	}
 	row("through the router, one node", fmtRate(rate)+" per node", one, "1")
-	three, err := median("through the router, capped, split over 3", router.quack, 3)
-	if err != nil {
-		return err
-	}
-	row("through the router, split over 3", fmtRate(rate)+" per node", three, goalRatio(three/one, 2.5, "one node"))
+	row("through the router, split over 3", fmtRate(rate)+" per node", three, goalRatio(three.rate/one.rate, 2.5, "one node"))
 	fmt.Fprintln(stdout)
 	for i, p := range proxies {
 		fmt.Fprintf(stdout, "%s sent %.0f MB through its proxy. ", nodes[i].id, float64(p.Sent())/1e6)
 	}
 	fmt.Fprintln(stdout)
 	return nil
+}
+
+// scanSpec is a bulk scan of lineitem at addr, split over split nodes.
+type scanSpec struct {
+	addr  string
+	split int
+}
+
+// scanMeasure is a scanSpec's median rate in rows/s and the CPU per scan,
+// in ms, of the data nodes together and of the router.
+type scanMeasure struct {
+	rate, nodeCPU, routerCPU float64
+}
+
+// scanPair runs a and b in turn, scans times each after one unmeasured
+// scan of each, so that a drift in the machine's load (other work on
+// shared cores, the checkpoint after the load) leans on neither.
+func scanPair(ctx context.Context, nodes []*readNode, token string, scans int, a, b scanSpec) (scanMeasure, scanMeasure, error) {
+	var out [2]scanMeasure
+	rates := [2][]float64{}
+	for i := -1; i < scans; i++ {
+		for k, sp := range []scanSpec{a, b} {
+			before := cpuTimes(nodes)
+			r, _, err := bulkScan(ctx, sp.addr, token, sp.split)
+			if err != nil {
+				return out[0], out[1], err
+			}
+			if i < 0 {
+				continue
+			}
+			after := cpuTimes(nodes)
+			for j := range nodes {
+				ms := float64((after[j] - before[j]).Milliseconds()) / float64(scans)
+				if nodes[j].role == "router" {
+					out[k].routerCPU += ms
+				} else {
+					out[k].nodeCPU += ms
+				}
+			}
+			rates[k] = append(rates[k], r)
+		}
+	}
+	for k := range out {
+		slices.Sort(rates[k])
+		out[k].rate = rates[k][len(rates[k])/2]
+	}
+	return out[0], out[1], nil
 }
 
 // goalRatio renders a ratio against its goal for the table's ratio column.

@@ -568,42 +568,61 @@ func (d *decoder) stringsList(v *Vector) error {
 		return r.errorf(off, ErrMalformed, "%d strings for %d rows", n, v.Count)
 	}
 	start := r.off
-	if d.scan {
-		if err := r.skipStrings(n); err != nil {
-			return err
-		}
-		if uint64(r.off-start) <= math.MaxUint32 {
-			return nil
-		}
+	if err := r.skipStrings(n); err != nil {
+		return err
+	}
+	// Every string has a length byte at least, so what skipStrings
+	// consumed bounds the valid rows' bytes from above.
+	bound := r.off - start - n
+	if uint64(bound) > math.MaxUint32 {
 		// Only the valid rows' bytes count against the limit.
-		r.off = start
-	}
-	// First pass: validate and size, so that Bytes is allocated once.
-	total := 0
-	for i := 0; i < n; i++ {
-		lo, hi, err := r.nextString()
-		if err != nil {
+		if err := r.validBytesWithin(start, n, v, off); err != nil {
 			return err
 		}
-		if v.IsValid(i) {
-			total += hi - lo
-		}
-	}
-	if uint64(total) > math.MaxUint32 {
-		return r.errorf(off, ErrLimit, "%d string bytes in one vector", total)
 	}
 	if d.scan {
 		return nil
 	}
-	r.off = start
+	// Second pass, with the bounds checked: copy the valid rows' bytes
+	// into one allocation.
 	v.Offsets = make([]uint32, n+1)
-	v.Bytes = make([]byte, 0, total)
+	v.Bytes = make([]byte, 0, bound)
+	buf, at := r.buf, start
 	for i := 0; i < n; i++ {
-		lo, hi, _ := r.nextString() // validated above
+		var lo, hi int
+		if buf[at] < 0x80 {
+			lo = at + 1
+			hi = lo + int(buf[at])
+		} else {
+			r.off = at
+			lo, hi, _ = r.nextString() // checked by skipStrings
+		}
+		at = hi
 		if v.IsValid(i) {
-			v.Bytes = append(v.Bytes, r.buf[lo:hi]...)
+			v.Bytes = append(v.Bytes, buf[lo:hi]...)
 		}
 		v.Offsets[i+1] = uint32(len(v.Bytes))
+	}
+	r.off = at
+	return nil
+}
+
+// validBytesWithin checks that the valid rows among the n strings from
+// start hold at most math.MaxUint32 bytes, the most a vector's offsets
+// address. The strings were checked by skipStrings.
+func (r *Reader) validBytesWithin(start, n int, v *Vector, off int) error {
+	end := r.off
+	r.off = start
+	total := 0
+	for i := 0; i < n; i++ {
+		lo, hi, _ := r.nextString()
+		if v.IsValid(i) {
+			total += hi - lo
+		}
+	}
+	r.off = end
+	if uint64(total) > math.MaxUint32 {
+		return r.errorf(off, ErrLimit, "%d string bytes in one vector", total)
 	}
 	return nil
 }
