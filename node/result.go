@@ -41,18 +41,37 @@ type EncodedRows interface {
 	Rows
 	// NextEncoded returns the next chunk as one DataChunk object in the
 	// layout of generation g, and its row count; nil at the end. The
-	// bytes stay valid after later calls.
-	NextEncoded(g wire.Generation) ([]byte, int, error)
+	// bytes stay valid after later calls. When buf is not nil the bytes
+	// are in it, and the caller holds a reference to release once it no
+	// longer reads them (or to drop, leaving buf to the collector).
+	NextEncoded(g wire.Generation) (enc []byte, n int, buf *wire.Buffer, err error)
 }
 
-// batch is a run of encoded DataChunk objects cut from a result.
+// batch is a run of encoded DataChunk objects cut from a result, with a
+// reference to each pooled buffer holding some of them.
 type batch struct {
 	chunks [][]byte
+	bufs   []*wire.Buffer
 	rows   int
 	// last is set when the result ended inside this batch (fewer than
 	// batchChunks chunks), so no FETCH is needed after it.
 	last bool
 	err  error
+}
+
+// retain takes another reference to each of b's buffers, for a response
+// that sends b while b stays pending.
+func (b batch) retain() {
+	for _, buf := range b.bufs {
+		buf.Retain()
+	}
+}
+
+// release drops b's references to its buffers.
+func (b batch) release() {
+	for _, buf := range b.bufs {
+		buf.Release()
+	}
 }
 
 // result is the one active query result of a session. A producer goroutine
@@ -112,7 +131,7 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 		b := batch{}
 		for len(b.chunks) < batchChunks {
 			if er != nil {
-				enc, n, err := er.NextEncoded(g)
+				enc, n, buf, err := er.NextEncoded(g)
 				if err != nil {
 					b.err = err
 					break
@@ -120,6 +139,9 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 				if enc == nil {
 					b.last = true
 					break
+				}
+				if buf != nil {
+					b.bufs = append(b.bufs, buf)
 				}
 				b.chunks = append(b.chunks, enc)
 				b.rows += n
@@ -149,6 +171,7 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 		select {
 		case r.batches <- b:
 		case <-r.stop:
+			b.release()
 			return
 		}
 		if b.last || b.err != nil {
@@ -179,9 +202,16 @@ func (r *result) take() (b batch, ok bool) {
 
 // close stops the producer and waits for it, so the session's connection is
 // free for the next statement.
+//
+// Batches the producer cut but no FETCH took are released; pending ones are
+// left to the collector, since close may run under r.mu (a PREPARE whose
+// rows failed).
 func (r *result) close() {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
+	for b := range r.batches {
+		b.release()
+	}
 }
 
 // running reports whether the producer may still be inside a query that an

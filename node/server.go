@@ -347,6 +347,9 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("quack", "type", h.Type, "session", h.ConnectionID, "client_query_id", h.ClientQueryID.Value,
 		"response", resp.header.Type, "duration", time.Since(start))
 	sent := s.write(w, resp)
+	for _, b := range resp.bufs {
+		b.Release()
+	}
 	if s.cfg.ObserveRequest != nil {
 		s.cfg.ObserveRequest(RequestStats{Type: h.Type, Failed: resp.header.Type == wire.MsgErrorResponse, Code: resp.code,
 			Duration: time.Since(start), BytesIn: received, BytesOut: sent})
@@ -435,6 +438,9 @@ type response struct {
 	body   wire.Message
 	// code is an error's CodedError code, sent as wire.ErrorCodeHeader.
 	code string
+	// bufs are references to the pooled buffers that the body's chunks
+	// are in, released once the response is written.
+	bufs []*wire.Buffer
 }
 
 func errorResponse(msg string) response {
@@ -748,6 +754,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 		}
 	}
 	var rowsInline uint64
+	var bufs []*wire.Buffer
 	for {
 		if sess.gen == wire.Q3 && rowsInline >= want {
 			break
@@ -757,17 +764,22 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 			break
 		}
 		if b.err != nil {
+			b.release()
+			for _, buf := range bufs {
+				buf.Release()
+			}
 			sess.replaceResult(nil)
 			return failure(b.err)
 		}
 		resp.Encoded = append(resp.Encoded, b.chunks...)
+		bufs = append(bufs, b.bufs...)
 		rowsInline += uint64(b.rows)
 		if sess.gen != wire.Q3 && !inlineAll {
 			break
 		}
 	}
 	resp.NeedsMoreFetch = !res.ended
-	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgPrepareResponse}, body: resp}
+	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgPrepareResponse}, body: resp, bufs: bufs}
 }
 
 func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
@@ -786,6 +798,7 @@ func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
 	index, err := res.fetched, res.err
 	res.mu.Unlock()
 	if ok && b.err != nil || !ok && err != nil {
+		b.release()
 		return failure(err)
 	}
 	body := &wire.FetchResponse{}
@@ -793,7 +806,7 @@ func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
 		body.Encoded = b.chunks
 		body.BatchIndex = wire.Idx(index)
 	}
-	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse}, body: body}
+	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse}, body: body, bufs: b.bufs}
 }
 
 // fetchQ3 serves client-numbered batches: the k-th FETCH batch after those
@@ -804,8 +817,9 @@ func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) res
 		return errorResponse("FETCH_REQUEST is missing its batch index")
 	}
 	res.mu.Lock()
-	for i := range res.pending {
+	for i, p := range res.pending {
 		if i <= req.AckIndex && i != k {
+			p.release()
 			delete(res.pending, i)
 		}
 	}
@@ -816,18 +830,24 @@ func (s *Server) fetchQ3(sess *Session, res *result, req *wire.FetchRequest) res
 			break
 		}
 		if len(nb.chunks) == 0 {
+			nb.release()
 			continue
 		}
 		res.fetched++
 		res.pending[res.fetched] = nb
 		b, ok = res.pending[k]
 	}
+	if ok {
+		// The batch stays pending for a retry until acknowledged; the
+		// response holds references of its own while it is written.
+		b.retain()
+	}
 	total, err := res.fetched, res.err
 	res.mu.Unlock()
 	switch {
 	case ok:
 		return response{gen: sess.gen, header: wire.Header{Type: wire.MsgFetchResponse},
-			body: &wire.FetchResponse{Encoded: b.chunks, BatchIndex: wire.Idx(k)}}
+			body: &wire.FetchResponse{Encoded: b.chunks, BatchIndex: wire.Idx(k)}, bufs: b.bufs}
 	case err != nil:
 		return failure(err)
 	default:

@@ -279,6 +279,6 @@ type trackedEncodedRows struct {
 	er node.EncodedRows
 }
 
-func (r trackedEncodedRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+func (r trackedEncodedRows) NextEncoded(g wire.Generation) ([]byte, int, *wire.Buffer, error) {
 	return r.er.NextEncoded(g)
 }

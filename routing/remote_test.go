@@ -146,7 +146,7 @@ func TestRemoteBadFramingIsAnError(t *testing.T) {
 					defer rows.Close()
 					er := rows.(node.EncodedRows)
 					for i := 0; ; i++ {
-						enc, _, err := er.NextEncoded(g)
+						enc, _, _, err := er.NextEncoded(g)
 						if err != nil {
 							return
 						}

@@ -39,16 +39,16 @@ type remoteRows struct{ *client.Rows }
 func (r remoteRows) Next() (*wire.DataChunk, error) { return r.NextChunk() }
 
 // NextEncoded implements node.EncodedRows.
-func (r remoteRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+func (r remoteRows) NextEncoded(g wire.Generation) ([]byte, int, *wire.Buffer, error) {
 	if g == r.Generation() {
 		return r.Rows.NextEncoded()
 	}
 	c, err := r.NextChunk()
 	if c == nil || err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	enc, err := wire.AppendDataChunk(nil, c, g)
-	return enc, c.Rows, err
+	return enc, c.Rows, nil, err
 }
 
 // successRows is DuckDB's answer to BEGIN, COMMIT, SET and the like: one

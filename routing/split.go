@@ -277,11 +277,12 @@ type mergedRows struct {
 	left    int
 }
 
-// mergedChunk is one chunk of a share, decoded (c) or encoded (enc); both
-// nil mark the share's end.
+// mergedChunk is one chunk of a share, decoded (c) or encoded (enc, with a
+// reference to the buffer it is in); both nil mark the share's end.
 type mergedChunk struct {
 	c    *wire.DataChunk
 	enc  []byte
+	buf  *wire.Buffer
 	rows int
 	err  error
 }
@@ -312,13 +313,14 @@ func (m *mergedRows) pump(p node.Rows) {
 	for {
 		var mc mergedChunk
 		if m.encoded {
-			mc.enc, mc.rows, mc.err = p.(node.EncodedRows).NextEncoded(m.gen)
+			mc.enc, mc.rows, mc.buf, mc.err = p.(node.EncodedRows).NextEncoded(m.gen)
 		} else {
 			mc.c, mc.err = p.Next()
 		}
 		select {
 		case m.chunks <- mc:
 		case <-m.stop:
+			mc.buf.Release()
 			return
 		}
 		if mc.c == nil && mc.enc == nil || mc.err != nil {
@@ -350,6 +352,8 @@ func (m *mergedRows) Next() (*wire.DataChunk, error) {
 	if err != nil || mc.enc == nil {
 		return mc.c, err
 	}
+	// The decoded chunk may alias mc.buf, which is therefore not
+	// released but left to the collector.
 	c, err := wire.DecodeDataChunk(wire.NewReader(mc.enc), wire.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("split scan: decode chunk: %w", err)
@@ -358,17 +362,17 @@ func (m *mergedRows) Next() (*wire.DataChunk, error) {
 }
 
 // NextEncoded implements node.EncodedRows.
-func (m *mergedRows) NextEncoded(g wire.Generation) ([]byte, int, error) {
+func (m *mergedRows) NextEncoded(g wire.Generation) ([]byte, int, *wire.Buffer, error) {
 	if !m.encoded || g != m.gen {
 		c, err := m.Next()
 		if c == nil || err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		enc, err := wire.AppendDataChunk(nil, c, g)
-		return enc, c.Rows, err
+		return enc, c.Rows, nil, err
 	}
 	mc, err := m.next()
-	return mc.enc, mc.rows, err
+	return mc.enc, mc.rows, mc.buf, err
 }
 
 func (m *mergedRows) Close() {
@@ -377,6 +381,10 @@ func (m *mergedRows) Close() {
 		// closed once no pump reads them.
 		close(m.stop)
 		m.wg.Wait()
+		// No pump sends any more: what is queued is nobody's.
+		for len(m.chunks) > 0 {
+			(<-m.chunks).buf.Release()
+		}
 		for _, p := range m.parts {
 			p.Close()
 		}

@@ -250,23 +250,40 @@ func (e *httpStatusError) Error() string {
 // roundTrip sends one message and decodes the answer; an ERROR_RESPONSE
 // becomes a *ServerError.
 func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message) (wire.Header, wire.Message, error) {
-	return c.roundTripResult(ctx, g, h, body, nil)
+	rh, msg, _, err := c.exchange(ctx, g, h, body, nil, false)
+	return rh, msg, err
 }
 
 // roundTripResult is roundTrip for requests answered with a result's
 // chunks (PREPARE, FETCH): with Options.Encoded they are checked against
-// types (nil for a PREPARE, whose answer names them) and kept encoded.
-func (c *Conn) roundTripResult(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message, types []wire.LogicalType) (wire.Header, wire.Message, error) {
+// types (nil for a PREPARE, whose answer names them) and kept encoded, in
+// the pooled buffer returned with them, which the caller releases.
+func (c *Conn) roundTripResult(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message, types []wire.LogicalType) (wire.Header, wire.Message, *wire.Buffer, error) {
+	encoded := c.opts.Encoded && (h.Type == wire.MsgPrepareRequest || h.Type == wire.MsgFetchRequest)
+	rh, msg, buf, err := c.exchange(ctx, g, h, body, types, encoded)
+	if _, chunks := msg.(*wire.FetchResponse); !chunks {
+		if _, chunks = msg.(*wire.PrepareResponse); !chunks {
+			// Nothing refers to the body any more.
+			buf.Release()
+			buf = nil
+		}
+	}
+	return rh, msg, buf, err
+}
+
+// exchange sends one message and decodes the answer, reading the body into
+// a pooled Buffer when the answer's chunks stay encoded in it.
+func (c *Conn) exchange(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message, types []wire.LogicalType, encoded bool) (wire.Header, wire.Message, *wire.Buffer, error) {
 	if h.Type != wire.MsgConnectionRequest {
 		h.ConnectionID = c.id
 	}
 	out, err := wire.AppendMessage(nil, g, h, body)
 	if err != nil {
-		return wire.Header{}, nil, err
+		return wire.Header{}, nil, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(out))
 	if err != nil {
-		return wire.Header{}, nil, err
+		return wire.Header{}, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/vnd.duckdb")
 	if h, ok := ctx.Value(headerKey{}).(http.Header); ok {
@@ -276,47 +293,65 @@ func (c *Conn) roundTripResult(ctx context.Context, g wire.Generation, h wire.He
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return wire.Header{}, nil, err
+		return wire.Header{}, nil, nil, err
 	}
 	defer resp.Body.Close()
-	data, err := readBody(resp)
+	buf, err := readBody(resp, encoded)
 	if err != nil {
-		return wire.Header{}, nil, fmt.Errorf("read response: %w", err)
+		return wire.Header{}, nil, nil, fmt.Errorf("read response: %w", err)
 	}
+	fail := func(err error) (wire.Header, wire.Message, *wire.Buffer, error) {
+		buf.Release()
+		return wire.Header{}, nil, nil, err
+	}
+	data := buf.B
 	c.received.Add(int64(len(data)))
 	if resp.StatusCode != http.StatusOK {
-		return wire.Header{}, nil, &httpStatusError{status: resp.StatusCode, what: resp.Header.Get("EXCEPTION_WHAT")}
+		return fail(&httpStatusError{status: resp.StatusCode, what: resp.Header.Get("EXCEPTION_WHAT")})
 	}
 	rh, rest, err := wire.DecodeHeader(data)
 	if err != nil {
-		return wire.Header{}, nil, fmt.Errorf("decode response header: %w", err)
+		return fail(fmt.Errorf("decode response header: %w", err))
 	}
 	var msg wire.Message
-	if c.opts.Encoded && (h.Type == wire.MsgPrepareRequest || h.Type == wire.MsgFetchRequest) {
+	if encoded {
 		msg, err = wire.DecodeBodyEncoded(g, rh.Type, rest, wire.Limits{}, types)
 	} else {
 		msg, err = wire.DecodeBody(g, rh.Type, rest, wire.Limits{})
 	}
 	if err != nil {
-		return wire.Header{}, nil, fmt.Errorf("decode %v: %w", rh.Type, err)
+		return fail(fmt.Errorf("decode %v: %w", rh.Type, err))
 	}
 	if e, ok := msg.(*wire.ErrorResponse); ok {
-		return rh, nil, &ServerError{Message: e.Message, Code: resp.Header.Get(wire.ErrorCodeHeader), Type: e.ExceptionType}
+		buf.Release()
+		return rh, nil, nil, &ServerError{Message: e.Message, Code: resp.Header.Get(wire.ErrorCodeHeader), Type: e.ExceptionType}
 	}
-	return rh, msg, nil
+	return rh, msg, buf, nil
 }
 
 // readBody reads a response body into one allocation when its length is
-// known: result batches are megabytes.
-func readBody(resp *http.Response) ([]byte, error) {
+// known: result batches are megabytes. A body whose chunks stay encoded
+// (pooled) goes into a pooled Buffer; any other into a Buffer of its own,
+// since decoded chunks may alias it.
+func readBody(resp *http.Response, pooled bool) (*wire.Buffer, error) {
 	if n := resp.ContentLength; n > 0 && n < 1<<31 {
-		data := make([]byte, n)
-		if _, err := io.ReadFull(resp.Body, data); err != nil {
+		var buf *wire.Buffer
+		if pooled {
+			buf = wire.NewBuffer(int(n))
+		} else {
+			buf = wire.BufferOf(make([]byte, n))
+		}
+		if _, err := io.ReadFull(resp.Body, buf.B); err != nil {
+			buf.Release()
 			return nil, err
 		}
-		return data, nil
+		return buf, nil
 	}
-	return io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return wire.BufferOf(data), nil
 }
 
 func (c *Conn) heartbeat() {

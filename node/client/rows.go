@@ -18,9 +18,11 @@ type Rows struct {
 	types []wire.LogicalType
 
 	// queue holds chunks ready to hand out, in order: decoded, or
-	// encoded (enc) with Options.Encoded.
-	queue []*wire.DataChunk
-	enc   [][]byte
+	// encoded (enc) with Options.Encoded, in the body encBuf, of which the
+	// reader holds a reference.
+	queue  []*wire.DataChunk
+	enc    [][]byte
+	encBuf *wire.Buffer
 
 	// Parallel fetch state.
 	ctx     context.Context
@@ -52,12 +54,13 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	if c.gen != wire.Q1 {
 		req.QueryUUID = wire.RandomUUID()
 	}
-	_, msg, err := c.roundTripResult(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req, nil)
+	_, msg, buf, err := c.roundTripResult(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, ok := msg.(*wire.PrepareResponse)
 	if !ok {
+		buf.Release()
 		return nil, fmt.Errorf("quack query: unexpected answer %T", msg)
 	}
 	rctx, cancel := context.WithCancel(context.Background())
@@ -68,6 +71,7 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 		types:  resp.Types,
 		queue:  resp.Chunks,
 		enc:    resp.Encoded,
+		encBuf: buf,
 		ctx:    rctx,
 		cancel: cancel,
 		ready:  make(map[uint64]fetched),
@@ -91,10 +95,11 @@ func (r *Rows) Names() []string { return r.names }
 func (r *Rows) Types() []wire.LogicalType { return r.types }
 
 // fetched is one batch of a result: decoded chunks, or encoded ones with
-// Options.Encoded.
+// Options.Encoded, and a reference to the body holding them.
 type fetched struct {
 	chunks []*wire.DataChunk
 	enc    [][]byte
+	buf    *wire.Buffer
 }
 
 func (f fetched) empty() bool { return len(f.chunks) == 0 && len(f.enc) == 0 }
@@ -110,11 +115,16 @@ func (r *Rows) fill() (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		// Every chunk of the batch before was handed out, each with its
+		// own reference.
+		r.encBuf.Release()
+		r.encBuf = nil
 		if b.empty() {
+			b.buf.Release()
 			r.done = true
 			return false, nil
 		}
-		r.queue, r.enc = b.chunks, b.enc
+		r.queue, r.enc, r.encBuf = b.chunks, b.enc, b.buf
 	}
 	return true, nil
 }
@@ -126,6 +136,9 @@ func (r *Rows) NextChunk() (*wire.DataChunk, error) {
 	}
 	if len(r.queue) == 0 {
 		enc := r.popEncoded()
+		// The decoded chunk may alias the body: a reference never
+		// released keeps it out of the pool.
+		r.encBuf.Retain()
 		c, err := wire.DecodeDataChunk(wire.NewReader(enc), wire.Limits{})
 		if err != nil {
 			return nil, fmt.Errorf("quack: decode chunk: %w", err)
@@ -141,21 +154,27 @@ func (r *Rows) NextChunk() (*wire.DataChunk, error) {
 // NextEncoded returns the next chunk of rows as a DataChunk object in the
 // connection's generation, and its row count; nil at the end of the result.
 // With Options.Encoded these are the bytes as the server sent them (checked
-// by wire.DecodeBodyEncoded); otherwise the decoded chunk is encoded again.
-func (r *Rows) NextEncoded() ([]byte, int, error) {
+// by wire.DecodeBodyEncoded), in the pooled body buf, of which the caller
+// gets a reference to release once done with the bytes; otherwise the
+// decoded chunk is encoded again and buf is nil.
+func (r *Rows) NextEncoded() (enc []byte, n int, buf *wire.Buffer, err error) {
 	if ok, err := r.fill(); !ok {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if len(r.queue) > 0 {
 		c := r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
 		enc, err := wire.AppendDataChunk(nil, c, r.conn.gen)
-		return enc, c.Rows, err
+		return enc, c.Rows, nil, err
 	}
-	enc := r.popEncoded()
-	n, err := wire.EncodedChunkRows(enc)
-	return enc, n, err
+	enc = r.popEncoded()
+	n, err = wire.EncodedChunkRows(enc)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	r.encBuf.Retain()
+	return enc, n, r.encBuf, nil
 }
 
 func (r *Rows) popEncoded() []byte {
@@ -205,10 +224,18 @@ func (r *Rows) Err() error {
 
 // Close stops fetching. Rows not read are dropped; the server discards the
 // result when the session runs its next statement.
+//
+// The batches fetched ahead go back to the pool. The one being handed out
+// is left to the collector: Close may run on another goroutine than the
+// reader's (Conn.Close).
 func (r *Rows) Close() {
 	r.cancel()
 	r.mu.Lock()
 	r.done = true
+	for i, b := range r.ready {
+		b.buf.Release()
+		delete(r.ready, i)
+	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.conn.mu.Lock()
@@ -281,8 +308,14 @@ func (r *Rows) fetchLoop() {
 		}
 		r.mu.Unlock()
 
-		_, msg, err := r.conn.roundTripResult(r.ctx, r.conn.gen, wire.Header{Type: wire.MsgFetchRequest}, req, r.types)
+		_, msg, buf, err := r.conn.roundTripResult(r.ctx, r.conn.gen, wire.Header{Type: wire.MsgFetchRequest}, req, r.types)
 		r.mu.Lock()
+		if r.done {
+			// Closed while fetching: nobody reads this batch.
+			buf.Release()
+			r.mu.Unlock()
+			return
+		}
 		if err != nil {
 			if r.err == nil && !r.done {
 				r.err = err
@@ -292,6 +325,7 @@ func (r *Rows) fetchLoop() {
 			return
 		}
 		resp, ok := msg.(*wire.FetchResponse)
+		kept := false
 		switch {
 		case !ok:
 			r.err = fmt.Errorf("quack fetch: unexpected answer %T", msg)
@@ -307,7 +341,11 @@ func (r *Rows) fetchLoop() {
 		case !r.expected(resp.BatchIndex.Value):
 			r.err = fmt.Errorf("quack fetch: batch %d out of order (next %d)", resp.BatchIndex.Value, r.next)
 		default:
-			r.ready[resp.BatchIndex.Value] = fetched{resp.Chunks, resp.Encoded}
+			r.ready[resp.BatchIndex.Value] = fetched{resp.Chunks, resp.Encoded, buf}
+			kept = true
+		}
+		if !kept {
+			buf.Release()
 		}
 		r.cond.Broadcast()
 		r.mu.Unlock()
