@@ -156,10 +156,18 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 				b.last = true
 				break
 			}
-			enc, err := wire.AppendDataChunk(make([]byte, 0, size+size/8), c, g)
+			buf := wire.NewBuffer(size + size/8)
+			enc, err := wire.AppendDataChunk(buf.B[:0], c, g)
 			if err != nil {
+				buf.Release()
 				b.err = err
 				break
+			}
+			if len(enc) > cap(buf.B) {
+				// The chunk outgrew the buffer and was moved.
+				buf.Release()
+			} else {
+				b.bufs = append(b.bufs, buf)
 			}
 			size = len(enc)
 			b.chunks = append(b.chunks, enc)

@@ -23,27 +23,44 @@ type Buffer struct {
 	class int // index into bufferPools, or -1 for a buffer never pooled
 }
 
-// Bodies from 64 KiB to 64 MiB are pooled, by power-of-two capacity.
+// Buffers from 64 KiB to 64 MiB are pooled in classes of four steps per
+// doubling (64, 80, 96, 112, 128 KiB …), so that a buffer is at most a
+// quarter larger than asked for.
 const (
 	minBufferShift = 16
 	maxBufferShift = 26
+	classSteps     = 4
 )
 
-var bufferPools [maxBufferShift - minBufferShift + 1]sync.Pool
+var bufferPools [1 + (maxBufferShift-minBufferShift)*classSteps]sync.Pool
+
+// bufferClass returns the pool class for n bytes and its capacity; class
+// -1 for sizes beyond the pools.
+func bufferClass(n int) (class, size int) {
+	if n <= 1<<minBufferShift {
+		return 0, 1 << minBufferShift
+	}
+	shift := bits.Len(uint(n - 1)) // 1<<(shift-1) < n <= 1<<shift
+	if shift > maxBufferShift {
+		return -1, n
+	}
+	base, step := 1<<(shift-1), 1<<(shift-1)/classSteps
+	k := (n - base + step - 1) / step // 1..classSteps
+	return 1 + (shift-1-minBufferShift)*classSteps + k - 1, base + k*step
+}
 
 // NewBuffer returns a Buffer of n bytes, of unspecified content, holding one
 // reference.
 func NewBuffer(n int) *Buffer {
-	shift := max(minBufferShift, bits.Len(uint(max(n, 1)-1)))
-	if shift > maxBufferShift {
+	class, size := bufferClass(n)
+	if class < 0 {
 		b := &Buffer{B: make([]byte, n), class: -1}
 		b.refs.Store(1)
 		return b
 	}
-	class := shift - minBufferShift
 	b, _ := bufferPools[class].Get().(*Buffer)
 	if b == nil {
-		b = &Buffer{B: make([]byte, 1<<shift), class: class}
+		b = &Buffer{B: make([]byte, size), class: class}
 	}
 	b.B = b.B[:n]
 	b.refs.Store(1)
