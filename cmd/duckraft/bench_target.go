@@ -269,6 +269,17 @@ func daemonLog(dir string) (io.WriteCloser, error) {
 	return os.OpenFile(filepath.Join(dir, "duckraftd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
+// logTail returns the last n lines of the file at path, for an error about
+// daemons whose work directory is removed when the benchmark ends.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // pollUntil calls f every interval until it returns true or timeout passes.
 func pollUntil(timeout, interval time.Duration, f func() bool) bool {
 	deadline := time.Now().Add(timeout)

@@ -55,7 +55,7 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 		nodes = append(nodes, &benchNode{id: id, quack: quack, cmd: cmd})
 		if err := waitForServer(quack, token, 30*time.Second); err != nil {
 			stopBenchCluster(nodes)
-			return nil, fmt.Errorf("%w (logs: %s)", err, filepath.Join(dir, "duckraftd.log"))
+			return nil, fmt.Errorf("%w; the daemons' log ends:\n%s", err, logTail(filepath.Join(dir, "duckraftd.log"), 20))
 		}
 	}
 	formed := pollUntil(60*time.Second, 200*time.Millisecond, func() bool {
@@ -72,7 +72,7 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 	})
 	if !formed {
 		stopBenchCluster(nodes)
-		return nil, fmt.Errorf("cluster of %d did not form within 60s (logs: %s)", n, filepath.Join(dir, "duckraftd.log"))
+		return nil, fmt.Errorf("cluster of %d did not form within 60s; the daemons' log ends:\n%s", n, logTail(filepath.Join(dir, "duckraftd.log"), 20))
 	}
 	return nodes, nil
 }
