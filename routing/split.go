@@ -307,7 +307,8 @@ func newMergedRows(parts []node.Rows, gen wire.Generation) *mergedRows {
 }
 
 // pump forwards p's chunks, then an empty mergedChunk for its end. Shares
-// are remote results, whose chunks are fresh allocations that stay valid.
+// are remote results, whose chunks stay valid after later calls; an encoded
+// one comes with its own reference to its buffer, which goes with it.
 func (m *mergedRows) pump(p node.Rows) {
 	defer m.wg.Done()
 	for {

@@ -261,12 +261,12 @@ func (c *Conn) roundTrip(ctx context.Context, g wire.Generation, h wire.Header, 
 func (c *Conn) roundTripResult(ctx context.Context, g wire.Generation, h wire.Header, body wire.Message, types []wire.LogicalType) (wire.Header, wire.Message, *wire.Buffer, error) {
 	encoded := c.opts.Encoded && (h.Type == wire.MsgPrepareRequest || h.Type == wire.MsgFetchRequest)
 	rh, msg, buf, err := c.exchange(ctx, g, h, body, types, encoded)
-	if _, chunks := msg.(*wire.FetchResponse); !chunks {
-		if _, chunks = msg.(*wire.PrepareResponse); !chunks {
-			// Nothing refers to the body any more.
-			buf.Release()
-			buf = nil
-		}
+	switch msg.(type) {
+	case *wire.FetchResponse, *wire.PrepareResponse:
+	default:
+		// Nothing refers to the body any more.
+		buf.Release()
+		buf = nil
 	}
 	return rh, msg, buf, err
 }

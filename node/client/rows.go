@@ -317,7 +317,7 @@ func (r *Rows) fetchLoop() {
 			return
 		}
 		if err != nil {
-			if r.err == nil && !r.done {
+			if r.err == nil {
 				r.err = err
 			}
 			r.cond.Broadcast()
