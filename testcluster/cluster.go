@@ -16,8 +16,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/internal/freeport"
 
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
@@ -223,47 +223,15 @@ var (
 	httpFlag   = map[string]bool{}
 )
 
-// Ports for nodes come from below the kernel's ephemeral range (32768 and
-// up on Linux), so that no outgoing connection of another node takes one
-// between freeAddr and the node's bind, and each is handed out once per
-// test binary: asking the kernel for port 0 and closing the listener had
-// it give the same port to two nodes of one cluster.
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
-var (
-	portMu    sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
+// freeAddr returns a loopback address no other node of this test binary
+// was given (see package freeport for why not port 0).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 10000 {
-		p := portLow + rand.IntN(portHigh-portLow)
-		if portsUsed[p] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		// memberlist also binds UDP on the gossip port.
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		portsUsed[p] = true
-		return addr
+	a, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("testcluster: no free loopback port")
-	return ""
+	return a
 }
 
 // capQuack puts a bandwidth proxy in front of n's Quack port if the

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -16,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/duckraft/duckraft/internal/freeport"
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
@@ -139,17 +140,9 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
+// mustFreeAddr returns a loopback address for a daemon the bench starts.
 func mustFreeAddr() string {
-	a, err := freeAddr()
+	a, err := freeport.Addr()
 	if err != nil {
 		panic(err)
 	}
