@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -173,4 +176,32 @@ func BenchmarkAppendVariant(b *testing.B) {
 			b.ReportMetric(float64(rows)/time.Since(start).Seconds(), "rows/s")
 		})
 	}
+}
+
+// BenchmarkReadStrings reads one 2048-row VARCHAR vector laid out as
+// DuckDB's string_t, a third of the strings too long to be inline, as
+// lineitem's comments are.
+func BenchmarkReadStrings(b *testing.B) {
+	const n = 2048
+	raw := make([][stringSize]byte, n)
+	long := make([][]byte, 0, n)
+	for i := range raw {
+		s := []byte(fmt.Sprintf("final %d", i))
+		if i%3 == 0 {
+			s = []byte(fmt.Sprintf("carefully final deposits %d", i))
+		}
+		*(*uint32)(unsafe.Pointer(&raw[i])) = uint32(len(s))
+		if len(s) <= stringInline {
+			copy(raw[i][4:], s)
+			continue
+		}
+		copy(raw[i][4:8], s)
+		*(**byte)(unsafe.Pointer(&raw[i][8])) = &s[0]
+		long = append(long, s)
+	}
+	r := &reader{vec: wire.Vector{Type: wire.LogicalType{ID: wire.TypeVarchar}}}
+	for b.Loop() {
+		r.readStrings(unsafe.Pointer(&raw[0]), n)
+	}
+	runtime.KeepAlive(long)
 }

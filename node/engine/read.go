@@ -86,6 +86,12 @@ func (r *reader) read(v bindings.Vector, count int) *wire.Vector {
 // readStrings copies count duckdb_string_t values into Offsets and Bytes in
 // two passes, sizing Bytes once. NULL rows become empty strings: their
 // string_t may be uninitialised.
+//
+// This runs for every row of every string column of every result, and
+// most strings are inline (12 bytes or fewer): those are copied as a fixed
+// 12 bytes, into a buffer with 12 bytes of slack, rather than by a call to
+// memmove per string; the next string overwrites what spilled past this
+// one.
 func (r *reader) readStrings(data unsafe.Pointer, count int) {
 	out := &r.vec
 	offsets := slices.Grow(out.Offsets[:0], count+1)[:count+1]
@@ -95,29 +101,35 @@ func (r *reader) readStrings(data unsafe.Pointer, count int) {
 		return
 	}
 	raw := unsafe.Slice((*[stringSize]byte)(data), count)
-	valid := func(i int) bool { return out.Validity == nil || out.IsValid(i) }
+	length := func(s *[stringSize]byte) int { return int(*(*uint32)(unsafe.Pointer(s))) }
 	total := 0
-	for i := range raw {
-		if valid(i) {
-			total += int(*(*uint32)(unsafe.Pointer(&raw[i])))
+	if out.Validity == nil {
+		for i := range raw {
+			total += length(&raw[i])
+		}
+	} else {
+		for i := range raw {
+			if out.IsValid(i) {
+				total += length(&raw[i])
+			}
 		}
 	}
-	buf := slices.Grow(out.Bytes[:0], total)[:total]
+	buf := slices.Grow(out.Bytes[:0], total+stringInline)[:total+stringInline]
 	pos := 0
 	for i := range raw {
 		offsets[i] = uint32(pos)
-		if !valid(i) {
+		if out.Validity != nil && !out.IsValid(i) {
 			continue
 		}
 		s := &raw[i]
-		n := int(*(*uint32)(unsafe.Pointer(s)))
+		n := length(s)
 		if n <= stringInline {
-			copy(buf[pos:pos+n], s[4:4+n])
+			*(*[stringInline]byte)(buf[pos:]) = *(*[stringInline]byte)(s[4:])
 		} else {
 			copy(buf[pos:pos+n], unsafe.Slice(*(**byte)(unsafe.Pointer(&s[8])), n))
 		}
 		pos += n
 	}
 	offsets[count] = uint32(pos)
-	out.Offsets, out.Bytes = offsets, buf
+	out.Offsets, out.Bytes = offsets, buf[:total]
 }

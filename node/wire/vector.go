@@ -206,14 +206,22 @@ func (e *vectorEncoder) stringsList(v *Vector, count int, hasNull bool) error {
 			p += 2
 			continue
 		}
-		s := v.Bytes[off[i]:off[i+1]]
-		if len(s) < 0x80 {
-			b[p] = byte(len(s))
+		o, n := int(off[i]), int(off[i+1]-off[i])
+		if n < 0x80 {
+			b[p] = byte(n)
 			p++
 		} else {
-			p += len(appendUvarint(b[p:p], uint64(len(s))))
+			p += len(appendUvarint(b[p:p], uint64(n)))
 		}
-		p += copy(b[p:], s)
+		// Most strings are short: a fixed 16-byte move where both sides
+		// have room for it, not a call to memmove per string. The next
+		// string overwrites what spilled past this one.
+		if n <= 16 && o+16 <= len(v.Bytes) && p+16 <= len(b) {
+			*(*[16]byte)(b[p:]) = *(*[16]byte)(v.Bytes[o:])
+			p += n
+		} else {
+			p += copy(b[p:], v.Bytes[o:o+n])
+		}
 	}
 	e.buf = b[:p]
 	return nil
