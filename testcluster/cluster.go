@@ -26,11 +26,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/internal/freeport"
-
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
+	"github.com/duckraft/duckraft/internal/freeport"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"

