@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -118,15 +119,8 @@ func BenchmarkDecodeBodyEncoded(b *testing.B) {
 	for _, g := range []Generation{Q1, Q3} {
 		b.Run(fmt.Sprintf("Q%d", g), func(b *testing.B) {
 			c := lineitemChunk(false)
-			chunks := make([]*DataChunk, 12)
-			types := make([]LogicalType, len(c.Columns))
-			for i, v := range c.Columns {
-				types[i] = v.Type
-			}
-			for i := range chunks {
-				chunks[i] = c
-			}
-			m := &FetchResponse{Chunks: chunks, BatchIndex: Idx(1)}
+			types := columnTypes(c)
+			m := &FetchResponse{Chunks: slices.Repeat([]*DataChunk{c}, 12), BatchIndex: Idx(1)}
 			body, err := AppendMessage(nil, g, Header{Type: m.Type()}, m)
 			if err != nil {
 				b.Fatal(err)

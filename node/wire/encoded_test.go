@@ -147,12 +147,18 @@ func truncations(rng *rand.Rand, size int) []int {
 	return ns
 }
 
-func TestDecodeBodyEncodedChecksTypesAndLayout(t *testing.T) {
-	c := chunkExample()
+// columnTypes are c's column types, as a PREPARE answer announces them.
+func columnTypes(c *DataChunk) []LogicalType {
 	types := make([]LogicalType, len(c.Columns))
 	for i, col := range c.Columns {
 		types[i] = col.Type
 	}
+	return types
+}
+
+func TestDecodeBodyEncodedChecksTypesAndLayout(t *testing.T) {
+	c := chunkExample()
+	types := columnTypes(c)
 	other := append([]LogicalType{{ID: TypeBigInt}}, types[1:]...)
 	q1, _ := AppendDataChunk(nil, c, Q1)
 	tests := []struct {
