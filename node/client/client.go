@@ -147,13 +147,18 @@ func Connect(ctx context.Context, server string, opts Options) (*Conn, error) {
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{
+		t := &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			TLSClientConfig:     opts.TLSConfig,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
-		}}
+			ReadBufferSize:      readBufferSize,
+		}
+		if strings.HasPrefix(url, "http:") {
+			t.DialContext = dialer()
+		}
+		hc = &http.Client{Transport: t}
 	}
 	if opts.FetchWorkers <= 0 {
 		opts.FetchWorkers = max(2, runtime.NumCPU())
