@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -135,6 +136,18 @@ func ParseServer(server string, useTLS *bool) (string, error) {
 	return scheme + "://" + net.JoinHostPort(host, port) + "/quack", nil
 }
 
+// plain reports whether the connections to url carry no TLS: an http URL
+// reached directly or through an http proxy, as proxy picks it
+// (lowat_linux.go relies on it).
+func plain(url string, proxy func(*http.Request) (*neturl.URL, error)) bool {
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil || req.URL.Scheme != "http" {
+		return false
+	}
+	via, err := proxy(req)
+	return err == nil && (via == nil || via.Scheme == "http")
+}
+
 func isLocal(host string) bool {
 	return strings.EqualFold(host, "localhost") || host == "127.0.0.1" || host == "::1"
 }
@@ -155,7 +168,7 @@ func Connect(ctx context.Context, server string, opts Options) (*Conn, error) {
 			DisableCompression:  true,
 			ReadBufferSize:      readBufferSize,
 		}
-		if strings.HasPrefix(url, "http:") {
+		if plain(url, t.Proxy) {
 			t.DialContext = dialer()
 		}
 		hc = &http.Client{Transport: t}

@@ -23,7 +23,7 @@ import (
 // reads set it back to 1. A server that promises bytes and never sends
 // them stalls the read as it would without the mark, until the deadline
 // or the close. Under TLS a read's size says nothing about the records to
-// come, so only plain connections are wrapped (dialer).
+// come, so only connections that carry no TLS are wrapped (plain, dialer).
 const (
 	readBufferSize = 4 << 10
 	lowatMin       = 64 << 10

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -132,17 +133,13 @@ func TestLowatMarkFollowsReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	sent := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			sent <- err
 			return
 		}
 		defer c.Close()
-		_, err = c.Write(pattern(lowatMax + 200<<10 + 10))
-		sent <- err
-		io.Copy(io.Discard, c)
+		c.Write(pattern(2*lowatMax + 300<<10)) // more than the reads below take: it ends at their close
 	}()
 	nc, err := dialer()(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
@@ -174,19 +171,43 @@ func TestLowatMarkFollowsReads(t *testing.T) {
 			}
 		}
 	}
+	// One Read each: the mark is set for the read's size before it reads.
 	for _, tc := range []struct{ read, want int }{
-		{lowatMax, lowatMax},
+		{2 * lowatMax, lowatMax},
 		{200 << 10, 200 << 10},
 		{10, 1},
+		{lowatMin, lowatMin},
 	} {
-		if _, err := io.ReadFull(c, make([]byte, tc.read)); err != nil {
+		if _, err := c.Read(make([]byte, tc.read)); err != nil {
 			t.Fatalf("read %d: %v", tc.read, err)
 		}
 		if got, want := mark(), min(tc.want, limit); got != want {
 			t.Errorf("after a read of %d bytes SO_RCVLOWAT is %d, want %d", tc.read, got, want)
 		}
 	}
-	if err := <-sent; err != nil {
-		t.Fatal(err)
+}
+
+func TestPlain(t *testing.T) {
+	for _, tc := range []struct {
+		url, proxy string
+		want       bool
+	}{
+		{"http://10.0.0.1:9494/quack", "", true},
+		{"https://10.0.0.1:9494/quack", "", false},
+		{"http://10.0.0.1:9494/quack", "http://proxy:3128", true},
+		{"http://10.0.0.1:9494/quack", "https://proxy:3128", false},
+		{"https://10.0.0.1:9494/quack", "http://proxy:3128", false},
+	} {
+		t.Run(tc.url+" via "+tc.proxy, func(t *testing.T) {
+			proxy := func(*http.Request) (*url.URL, error) {
+				if tc.proxy == "" {
+					return nil, nil
+				}
+				return url.Parse(tc.proxy)
+			}
+			if got := plain(tc.url, proxy); got != tc.want {
+				t.Errorf("plain(%q) through %q = %v, want %v", tc.url, tc.proxy, got, tc.want)
+			}
+		})
 	}
 }
