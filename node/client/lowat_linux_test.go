@@ -26,6 +26,26 @@ func lowatTransport() *http.Transport {
 	return &http.Transport{DialContext: dialer(), ReadBufferSize: readBufferSize, MaxConnsPerHost: 1, DisableCompression: true}
 }
 
+// serveOnce listens on loopback until the test ends and hands the first
+// connection to serve, closing it after.
+func serveOnce(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	return ln.Addr().String()
+}
+
 func pattern(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -92,25 +112,14 @@ func TestLowatBodiesOfEverySize(t *testing.T) {
 // TestLowatPeerClosesMidBody: a server that promises more than it sends
 // and closes gives the reader an error, not a wait for the mark.
 func TestLowatPeerClosesMidBody(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 4096)
-		c.Read(buf)
+	addr := serveOnce(t, func(c net.Conn) {
+		c.Read(make([]byte, 4096))
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", 2<<20)
 		c.Write(pattern(100 << 10))
-	}()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), lowatDeadline)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+ln.Addr().String()+"/", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/", nil)
 	resp, err := (&http.Client{Transport: lowatTransport()}).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -128,20 +137,10 @@ func TestLowatPeerClosesMidBody(t *testing.T) {
 // TestLowatMarkFollowsReads pins that the socket's SO_RCVLOWAT is the size
 // of a large read, capped, and back to 1 for a small one.
 func TestLowatMarkFollowsReads(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := serveOnce(t, func(c net.Conn) {
 		c.Write(pattern(2*lowatMax + 300<<10)) // more than the reads below take: it ends at their close
-	}()
-	nc, err := dialer()(context.Background(), "tcp", ln.Addr().String())
+	})
+	nc, err := dialer()(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
