@@ -6,8 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/testcluster/bandwidth"
 )
 
 // benchCap measures bulk scans of lineitem with a bandwidth proxy in front
@@ -35,7 +32,7 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 	}
 	defer os.RemoveAll(dir)
 	const token = "bench-token-0123456789"
-	nodes, proxies, err := startCappedCluster(daemon, dir, token, 3, 3, stderr)
+	nodes, proxies, err := startReadCluster(daemon, dir, token, 3, 3, true)
 	defer func() {
 		stopReadCluster(nodes)
 		for _, p := range proxies {
@@ -166,52 +163,4 @@ func loadLineitem(ctx context.Context, addr, token string, rows int) error {
 		return fmt.Errorf("create lineitem: %w", err)
 	}
 	return nil
-}
-
-// startCappedCluster is startReadCluster with a bandwidth proxy, uncapped
-// until told, in front of each data node: a node's quack address in the
-// result is its proxy's.
-func startCappedCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, []*bandwidth.Proxy, error) {
-	var nodes []*readNode
-	var proxies []*bandwidth.Proxy
-	var firstGossip string
-	for i := 0; i < voters+replicas+1; i++ {
-		n := &readNode{id: fmt.Sprintf("n%d", i+1), quack: mustFreeAddr(), role: "voter"}
-		listen := n.quack
-		gossip := mustFreeAddr()
-		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", listen, "--gossip", gossip,
-			"--token", token, "--http", "off", "--log-level", "warn"}
-		if i == voters+replicas {
-			n.role, n.id = "router", "router"
-			args = append(args, "--router")
-		} else {
-			p, err := bandwidth.Listen("127.0.0.1:0", listen, 1)
-			if err != nil {
-				return nodes, proxies, err
-			}
-			p.SetRate(0)
-			proxies = append(proxies, p)
-			n.quack = p.Addr()
-			args = append(args, "--raft", mustFreeAddr(), "--quack-advertise", n.quack)
-			if i >= voters {
-				n.role = "replica"
-				args = append(args, "--replica")
-			}
-		}
-		if i == 0 {
-			firstGossip = gossip
-		} else {
-			args = append(args, "--join", firstGossip)
-		}
-		n.cmd = exec.Command(daemon, args...)
-		n.cmd.Stdout, n.cmd.Stderr = io.Discard, stderr
-		if err := n.cmd.Start(); err != nil {
-			return nodes, proxies, fmt.Errorf("start %s: %w", daemon, err)
-		}
-		nodes = append(nodes, n)
-		if err := waitForServer(listen, token, 30*time.Second); err != nil {
-			return nodes, proxies, err
-		}
-	}
-	return nodes, proxies, waitFormed(nodes, token, voters, replicas)
 }

@@ -185,7 +185,7 @@ func startPhaseCluster(name, daemon, dir, token string) (*phaseCluster, error) {
 			return false
 		}
 		lst, err := nodeStatus(c.leader.quack, token)
-		return err == nil && inRaft(lst) == 3
+		return err == nil && voting(lst) == 3
 	})
 	if !formed {
 		c.stop()

@@ -100,7 +100,7 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 	}
 	defer os.RemoveAll(dir)
 	const token = "bench-token-0123456789"
-	nodes, err := startReadCluster(daemon, dir, token, 3, replicas, stderr)
+	nodes, _, err := startReadCluster(daemon, dir, token, 3, replicas, false)
 	defer stopReadCluster(nodes)
 	if err != nil {
 		return err
@@ -156,30 +156,47 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 
 // startReadCluster starts voters, then replicas, then a router, each data
 // node joining the first through gossip, and waits until the router knows
-// every data node and a leader.
-func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io.Writer) ([]*readNode, error) {
+// every data node and a leader. With proxied, each data node sits behind a
+// bandwidth proxy, uncapped until told, which it advertises as its Quack
+// address (--quack-advertise), so the router reads through it too: a data
+// node's quack in the result is its proxy's.
+func startReadCluster(daemon, dir, token string, voters, replicas int, proxied bool) (nodes []*readNode, proxies []*bandwidth.Proxy, err error) {
 	// The daemons log to a file: no Raft line in the benchmark's output.
 	logf, err := daemonLog(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer logf.Close()
-	var nodes []*readNode
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w; the daemons' log ends:\n%s", err, logTail(filepath.Join(dir, "duckraftd.log"), 20))
+		}
+	}()
 	var firstGossip string
 	for i := 0; i < voters+replicas+1; i++ {
 		n := &readNode{id: fmt.Sprintf("n%d", i+1), quack: mustFreeAddr(), role: "voter"}
-		gossip := mustFreeAddr()
-		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", n.quack, "--gossip", gossip,
+		listen, gossip := n.quack, mustFreeAddr()
+		args := []string{"--id", n.id, "--data", filepath.Join(dir, n.id), "--quack", listen, "--gossip", gossip,
 			"--token", token, "--http", "off", "--log-level", "warn"}
-		switch {
-		case i == voters+replicas:
+		if i == voters+replicas {
 			n.role, n.id = "router", "router"
 			args = append(args, "--router")
-		case i >= voters:
-			n.role = "replica"
-			args = append(args, "--replica", "--raft", mustFreeAddr())
-		default:
+		} else {
 			args = append(args, "--raft", mustFreeAddr())
+			if i >= voters {
+				n.role = "replica"
+				args = append(args, "--replica")
+			}
+			if proxied {
+				p, err := bandwidth.Listen("127.0.0.1:0", listen, 1)
+				if err != nil {
+					return nodes, proxies, err
+				}
+				p.SetRate(0)
+				proxies = append(proxies, p)
+				n.quack = p.Addr()
+				args = append(args, "--quack-advertise", n.quack)
+			}
 		}
 		if i == 0 {
 			firstGossip = gossip
@@ -189,18 +206,18 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, stderr io
 		n.cmd = exec.Command(daemon, args...)
 		n.cmd.Stdout, n.cmd.Stderr = io.Discard, logf
 		if err := n.cmd.Start(); err != nil {
-			return nodes, fmt.Errorf("start %s: %w", daemon, err)
+			return nodes, proxies, fmt.Errorf("start %s: %w", daemon, err)
 		}
 		nodes = append(nodes, n)
-		if err := waitForServer(n.quack, token, 30*time.Second); err != nil {
-			return nodes, err
+		if err := waitForServer(listen, token, 30*time.Second); err != nil {
+			return nodes, proxies, err
 		}
 	}
-	return nodes, waitFormed(nodes, token, voters, replicas)
+	return nodes, proxies, waitFormed(nodes, token, voters, replicas)
 }
 
 // waitFormed waits until the router, the last of nodes, sees voters+replicas
-// data nodes alive and the leader has them all in Raft.
+// data nodes alive and the leader has them all in Raft, the voters voting.
 func waitFormed(nodes []*readNode, token string, voters, replicas int) error {
 	router := nodes[len(nodes)-1]
 	deadline := time.Now().Add(60 * time.Second)
@@ -214,7 +231,7 @@ func waitFormed(nodes []*readNode, token string, voters, replicas int) error {
 				}
 			}
 			if data == voters+replicas {
-				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas {
+				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas && voting(lst) == voters {
 					return nil
 				}
 			}

@@ -424,3 +424,58 @@ func TestBenchAgainstServer(t *testing.T) {
 		t.Errorf("failover --mode kill with --server: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestBenchCapLocal runs bench reads --cap on the cluster it starts itself
+// (6 data nodes behind bandwidth proxies, and a router) with a small
+// table: every scan is reported, both goals are marked, and no daemon's log
+// line reaches the output.
+func TestBenchCapLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 7 duckraftd processes")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "reads", "--duckraftd", testcluster.Binary(t), "--cap", "50MB/s", "--rows", "20000", "--scans", "1"},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		"| straight from a node | uncapped |",
+		"| through the router, one node | uncapped |",
+		"| through the router, one node | 50MB/s per node |",
+		"| through the router, split over 3 | 50MB/s per node |",
+		"of straight (goal ≥ 0.9: ",
+		"of one node (goal ≥ 2.5: ",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("no %q in the output:\n%s", want, stdout.String())
+		}
+	}
+	if out := stdout.String() + stderr.String(); strings.Contains(out, "level=") || strings.Contains(out, "[INFO]") || strings.Contains(out, "[WARN]") {
+		t.Errorf("a daemon's log line in the output:\n%s%s", stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchFailoverLocal kills the leader of the cluster bench failover
+// starts itself soon after it starts: the two nodes left must elect a
+// leader, so the bench may begin only once all three vote (new members
+// join as non-voters and are promoted once caught up).
+func TestBenchFailoverLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 3 duckraftd processes")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "failover", "--duckraftd", testcluster.Binary(t), "--clients", "2", "--duration", "8s", "--at", "500ms", "--json"},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout.String(), stderr.String())
+	}
+	var r benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	fo := r.Failover
+	if fo.Mode != "kill" || fo.OldLeader == "" || fo.NewLeader == "" || fo.NewLeader == fo.OldLeader || fo.FirstAckSec <= fo.EventSec {
+		t.Errorf("failover: %+v", fo)
+	}
+}

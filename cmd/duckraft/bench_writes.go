@@ -24,8 +24,9 @@ type benchNode struct {
 }
 
 // startBenchCluster starts n duckraftd processes on loopback, the first
-// bootstrapping and the others joining it, and waits until the leader
-// counts them all. The daemons log to dir/duckraftd.log, so that no Raft
+// bootstrapping and the others joining it, and waits until all of them
+// vote: a member joins as a non-voter and is promoted once caught up, and
+// until then the cluster could not elect a leader without the first. The daemons log to dir/duckraftd.log, so that no Raft
 // line reaches the benchmark's output. Each gets the extra flags.
 func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*benchNode, error) {
 	logf, err := daemonLog(dir)
@@ -68,7 +69,7 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 			return false
 		}
 		lst, err := nodeStatus(l.quack, token)
-		return err == nil && inRaft(lst) == n
+		return err == nil && voting(lst) == n
 	})
 	if !formed {
 		stopBenchCluster(nodes)
@@ -89,10 +90,22 @@ func stopBenchCluster(nodes []*benchNode) {
 	}
 }
 
+// inRaft counts the members in st's Raft configuration.
 func inRaft(st nodeapi.Status) int {
 	n := 0
 	for _, m := range st.Members {
 		if m.InRaft {
+			n++
+		}
+	}
+	return n
+}
+
+// voting counts the members of st's Raft configuration that vote.
+func voting(st nodeapi.Status) int {
+	n := 0
+	for _, m := range st.Members {
+		if m.InRaft && m.Voter {
 			n++
 		}
 	}
