@@ -185,7 +185,8 @@ func startPhaseCluster(name, daemon, dir, token string) (*phaseCluster, error) {
 			return false
 		}
 		lst, err := nodeStatus(c.leader.quack, token)
-		return err == nil && voting(lst) == 3
+		_, voting := raftCounts(lst)
+		return err == nil && voting == 3
 	})
 	if !formed {
 		c.stop()

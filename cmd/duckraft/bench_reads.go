@@ -169,7 +169,7 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, proxied b
 	defer logf.Close()
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%w; the daemons' log ends:\n%s", err, logTail(filepath.Join(dir, "duckraftd.log"), 20))
+			err = withLogTail(err, dir)
 		}
 	}()
 	var firstGossip string
@@ -231,7 +231,8 @@ func waitFormed(nodes []*readNode, token string, voters, replicas int) error {
 				}
 			}
 			if data == voters+replicas {
-				if lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token); err == nil && inRaft(lst) == voters+replicas && voting(lst) == voters {
+				lst, err := nodeStatus(leaderQuack(nodes, st.LeaderID), token)
+				if members, voting := raftCounts(lst); err == nil && members == voters+replicas && voting == voters {
 					return nil
 				}
 			}

@@ -264,20 +264,26 @@ func benchWorkDir(prefix string) (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, nil
 }
 
-// daemonLog opens the file the local cluster's daemons log to.
+// daemonLogName is the file in a local cluster's work directory that its
+// daemons log to.
+const daemonLogName = "duckraftd.log"
+
+// daemonLog opens the file the local cluster's daemons in dir log to.
 func daemonLog(dir string) (io.WriteCloser, error) {
-	return os.OpenFile(filepath.Join(dir, "duckraftd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return os.OpenFile(filepath.Join(dir, daemonLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
-// logTail returns the last n lines of the file at path, for an error about
-// daemons whose work directory is removed when the benchmark ends.
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
+// withLogTail adds the last 20 lines of the daemons' log in dir to err: the
+// work directory is removed when the benchmark ends.
+func withLogTail(err error, dir string) error {
+	var tail string
+	if b, rerr := os.ReadFile(filepath.Join(dir, daemonLogName)); rerr != nil {
+		tail = rerr.Error()
+	} else {
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		tail = strings.Join(lines[max(0, len(lines)-20):], "\n")
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return fmt.Errorf("%w; the daemons' log ends:\n%s", err, tail)
 }
 
 // pollUntil calls f every interval until it returns true or timeout passes.

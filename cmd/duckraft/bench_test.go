@@ -361,7 +361,7 @@ func TestBenchAgainstServer(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 			t.Fatalf("%v: output %q: %v", args, stdout.String(), err)
 		}
-		if out := stdout.String() + stderr.String(); strings.Contains(out, "level=") || strings.Contains(out, "[INFO]") || strings.Contains(out, "[WARN]") {
+		if hasLogLine(stdout.String() + stderr.String()) {
 			t.Errorf("%v: a Raft log line in the output:\n%s%s", args, stdout.String(), stderr.String())
 		}
 		return r
@@ -425,6 +425,12 @@ func TestBenchAgainstServer(t *testing.T) {
 	}
 }
 
+// hasLogLine reports whether out holds a line of a daemon's log: slog's
+// (level=) or hclog's ([INFO], [WARN]).
+func hasLogLine(out string) bool {
+	return strings.Contains(out, "level=") || strings.Contains(out, "[INFO]") || strings.Contains(out, "[WARN]")
+}
+
 // TestBenchCapLocal runs bench reads --cap on the cluster it starts itself
 // (6 data nodes behind bandwidth proxies, and a router) with a small
 // table: every scan is reported, both goals are marked, and no daemon's log
@@ -451,7 +457,7 @@ func TestBenchCapLocal(t *testing.T) {
 			t.Errorf("no %q in the output:\n%s", want, stdout.String())
 		}
 	}
-	if out := stdout.String() + stderr.String(); strings.Contains(out, "level=") || strings.Contains(out, "[INFO]") || strings.Contains(out, "[WARN]") {
+	if hasLogLine(stdout.String() + stderr.String()) {
 		t.Errorf("a daemon's log line in the output:\n%s%s", stdout.String(), stderr.String())
 	}
 }

@@ -26,8 +26,9 @@ type benchNode struct {
 // startBenchCluster starts n duckraftd processes on loopback, the first
 // bootstrapping and the others joining it, and waits until all of them
 // vote: a member joins as a non-voter and is promoted once caught up, and
-// until then the cluster could not elect a leader without the first. The daemons log to dir/duckraftd.log, so that no Raft
-// line reaches the benchmark's output. Each gets the extra flags.
+// until then the cluster could not elect a leader without the first. The
+// daemons log to dir/duckraftd.log, so that no Raft line reaches the
+// benchmark's output. Each gets the extra flags.
 func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*benchNode, error) {
 	logf, err := daemonLog(dir)
 	if err != nil {
@@ -56,7 +57,7 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 		nodes = append(nodes, &benchNode{id: id, quack: quack, cmd: cmd})
 		if err := waitForServer(quack, token, 30*time.Second); err != nil {
 			stopBenchCluster(nodes)
-			return nil, fmt.Errorf("%w; the daemons' log ends:\n%s", err, logTail(filepath.Join(dir, "duckraftd.log"), 20))
+			return nil, withLogTail(err, dir)
 		}
 	}
 	formed := pollUntil(60*time.Second, 200*time.Millisecond, func() bool {
@@ -69,11 +70,12 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 			return false
 		}
 		lst, err := nodeStatus(l.quack, token)
-		return err == nil && voting(lst) == n
+		_, voting := raftCounts(lst)
+		return err == nil && voting == n
 	})
 	if !formed {
 		stopBenchCluster(nodes)
-		return nil, fmt.Errorf("cluster of %d did not form within 60s; the daemons' log ends:\n%s", n, logTail(filepath.Join(dir, "duckraftd.log"), 20))
+		return nil, withLogTail(fmt.Errorf("cluster of %d did not form within 60s", n), dir)
 	}
 	return nodes, nil
 }
@@ -90,26 +92,18 @@ func stopBenchCluster(nodes []*benchNode) {
 	}
 }
 
-// inRaft counts the members in st's Raft configuration.
-func inRaft(st nodeapi.Status) int {
-	n := 0
+// raftCounts counts the members in st's Raft configuration, and those of
+// them that vote.
+func raftCounts(st nodeapi.Status) (members, voting int) {
 	for _, m := range st.Members {
 		if m.InRaft {
-			n++
+			members++
+			if m.Voter {
+				voting++
+			}
 		}
 	}
-	return n
-}
-
-// voting counts the members of st's Raft configuration that vote.
-func voting(st nodeapi.Status) int {
-	n := 0
-	for _, m := range st.Members {
-		if m.InRaft && m.Voter {
-			n++
-		}
-	}
-	return n
+	return members, voting
 }
 
 func leaderOf(st nodeapi.Status, nodes []*benchNode) *benchNode {
