@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/duckraft/duckraft/node/tokens"
 )
@@ -19,6 +20,7 @@ func TestRemoveAndLeaveCredentials(t *testing.T) {
 	const token, node = "client-token", "node-credential"
 	var removed []string
 	var left atomic.Int32
+	leaving := make(chan struct{}, 1)
 	mux := http.NewServeMux()
 	mux.Handle(RemovePath, RemoveHandler(Credentials{Tokens: (&tokens.Set{}).Add(token, tokens.Admin), Node: node}, func(_ context.Context, id string) (Removal, error) {
 		switch id {
@@ -30,7 +32,13 @@ func TestRemoveAndLeaveCredentials(t *testing.T) {
 		removed = append(removed, id)
 		return Removal{ID: id, LeaderID: "n1", Left: true}, nil
 	}))
-	mux.Handle(LeavePath, LeaveHandler(node, func() { left.Add(1) }))
+	mux.Handle(LeavePath, LeaveHandler(node, func() {
+		left.Add(1)
+		select {
+		case leaving <- struct{}{}:
+		default:
+		}
+	}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -88,6 +96,12 @@ func TestRemoveAndLeaveCredentials(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || len(removed) != 2 {
 		t.Errorf("GET with the token: %s, removed %v", resp.Status, removed)
+	}
+	// The handler answers before it leaves, so the client may return first.
+	select {
+	case <-leaving:
+	case <-time.After(30 * time.Second):
+		t.Fatal("leave was never called")
 	}
 	if left.Load() != 1 {
 		t.Errorf("left %d times, want 1", left.Load())
