@@ -646,7 +646,8 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		// reads from its writes, so it cannot hold a token to reading.
 		return failure(&PermissionError{What: "a session on a server without a statement classifier", Have: role, Need: tokens.Write})
 	}
-	conn, err := s.cfg.DB.Connect()
+	// A client's connection yields to replication (engine.ConnectClient).
+	conn, err := s.cfg.DB.ConnectClient()
 	if err != nil {
 		return errorResponse(fmt.Sprintf("open session: %v", err))
 	}

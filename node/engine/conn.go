@@ -31,6 +31,8 @@ type Conn struct {
 	mu     sync.Mutex
 	cur    *query
 	closed bool
+	// client marks a connection of DB.ConnectClient.
+	client bool
 }
 
 // query is one statement execution that can be interrupted: a Query until
@@ -38,7 +40,8 @@ type Conn struct {
 type query struct {
 	done        chan struct{}
 	stop        func() bool
-	interrupted bool // guarded by Conn.mu
+	interrupted bool  // guarded by Conn.mu
+	cause       error // guarded by Conn.mu: why InterruptClients stopped it
 }
 
 // Close closes the open Result, if any, and the connection. DuckDB rolls back
@@ -46,6 +49,9 @@ type query struct {
 func (c *Conn) Close() error {
 	if c.res != nil {
 		c.res.Close()
+	}
+	if c.client {
+		c.db.forget(c)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,6 +172,7 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Result, error) {
 	}
 	res, err := c.query(ctx, q, sql)
 	if err != nil {
+		err = c.explain(q, err)
 		c.end(q)
 		return nil, withCtx(ctx, err)
 	}
@@ -249,7 +256,7 @@ func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (int64, error)
 	}
 	defer c.end(q)
 	n, err := c.exec(q, sql, args)
-	return n, withCtx(ctx, err)
+	return n, withCtx(ctx, c.explain(q, err))
 }
 
 func (c *Conn) exec(q *query, sql string, args []any) (int64, error) {

@@ -44,6 +44,8 @@ type DB struct {
 	mu     sync.Mutex
 	db     bindings.Database
 	closed bool
+	// clients are the connections InterruptClients interrupts.
+	clients map[*Conn]struct{}
 }
 
 // Open opens the database file at path, or an in-memory database if path is

@@ -13,9 +13,14 @@ import (
 type Error struct {
 	Type    string
 	Message string
+	// cause is why the node interrupted the statement (InterruptClients).
+	cause error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the cause of an interrupt the node made, or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // ExceptionError is an error that names its DuckDB exception type and whose
 // Error text is the raw message: a remote node's error, as its Quack

@@ -206,7 +206,7 @@ func (r *Result) Next() (*wire.DataChunk, error) {
 }
 
 func (r *Result) fail(err error) error {
-	r.err = withCtx(r.ctx, err)
+	r.err = withCtx(r.ctx, r.c.explain(r.q, err))
 	return r.err
 }
 

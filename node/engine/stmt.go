@@ -70,7 +70,7 @@ func (s *Stmt) Exec(ctx context.Context, args ...any) (int64, error) {
 	}
 	defer s.c.end(q)
 	n, err := s.c.execPrepared(s.stmt, args)
-	return n, withCtx(ctx, err)
+	return n, withCtx(ctx, s.c.explain(q, err))
 }
 
 // Close releases the statement. It is idempotent.
