@@ -1,6 +1,5 @@
 package engine
 
-
 // Client connections yield to the node's own work. DuckDB has one memory
 // limit per database, shared by every connection: a client's heavy read
 // can take the memory that applying a replicated write needs, and the
