@@ -34,9 +34,18 @@ var metaDDL = []string{
 	stagesDDL,
 }
 
-// applyRetries bounds how often a batch that failed for a node-local reason
-// (I/O, out of memory) is retried before the FSM halts.
-const applyRetries = 3
+// Backoff between the attempts of a batch that failed for a node-local
+// reason (out of memory, I/O): it is retried until it applies, since
+// skipping it would diverge, and the node reports the stall meanwhile.
+const (
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// ErrReadYielded is the cause of a client's statement that the node
+// interrupted because applying the replicated log needed its memory.
+var ErrReadYielded = errors.New("this node interrupted the statement: applying replicated writes needed the memory it used; " +
+	"run it again, smaller or on another node")
 
 // fsm applies committed wal batches to DuckDB, exactly once: each ApplyBatch
 // is one DuckDB transaction that also stores the last applied index, and
@@ -53,6 +62,8 @@ type fsm struct {
 	pins settingPins
 	// observeSnapshot is Config.ObserveSnapshot; nil tells nobody.
 	observeSnapshot func(time.Duration, int64, error)
+	// onHalt is Config.OnHalt; nil tells nobody.
+	onHalt func(error)
 
 	applied atomic.Uint64
 	// covered, once the store sets it, reports that the newest snapshot
@@ -64,9 +75,24 @@ type fsm struct {
 	// raft's FSM goroutine (pinBackup).
 	applyMu sync.Mutex
 
+	// closing ends the retries of a stalled batch when the store closes.
+	closing chan struct{}
+
 	mu      sync.Mutex
 	changed chan struct{} // closed when applied moves or the FSM halts
 	halted  error
+	stall   Stall // guarded by mu; zero while the applier keeps up
+}
+
+// Stall describes a batch the applier keeps failing to apply for a
+// node-local reason, and retries.
+type Stall struct {
+	// First is the first log index of the batch, Since when its first
+	// attempt failed, Attempts how many have failed, Err the last error.
+	First    uint64
+	Since    time.Time
+	Attempts int
+	Err      error
 }
 
 func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
@@ -79,7 +105,8 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		conn.Close()
 		return nil, err
 	}
-	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial, changed: make(chan struct{})}
+	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial,
+		changed: make(chan struct{}), closing: make(chan struct{})}
 	if f.pins, err = readPins(conn); err != nil {
 		f.close()
 		return nil, err
@@ -177,13 +204,30 @@ func (f *fsm) watch() (<-chan struct{}, error) {
 
 // halt stops the FSM for good: applying later entries on top of a batch that
 // could not be applied would diverge from the other nodes. A restart replays
-// from the last committed batch.
+// from the last committed batch (the daemon restarts itself, onHalt).
 func (f *fsm) halt(err error) {
-	f.log.Error("FSM halted; restart the node to replay the log", "err", err)
+	f.log.Error("FSM halted; the node must restart to replay the log", "err", err)
 	f.mu.Lock()
 	f.halted = err
+	f.stall = Stall{}
 	close(f.changed)
 	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	if f.onHalt != nil {
+		f.onHalt(err)
+	}
+}
+
+// stalled returns the batch the applier is retrying, if any.
+func (f *fsm) stalled() (Stall, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stall, f.stall.Attempts > 0
+}
+
+func (f *fsm) setStall(st Stall) {
+	f.mu.Lock()
+	f.stall = st
 	f.mu.Unlock()
 }
 
@@ -233,7 +277,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	resps := make([]any, len(logs))
 	if err := f.haltErr(); err != nil {
 		for i := range resps {
-			resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
+			resps[i] = haltedOutcome(err)
 		}
 		return resps
 	}
@@ -248,7 +292,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			f.halt(err)
 			for i, l := range logs {
 				if l.Index > applied {
-					resps[i] = fmt.Errorf("%w: %w", ErrHalted, err)
+					resps[i] = haltedOutcome(err)
 				}
 			}
 			return false
@@ -284,6 +328,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return resps
 }
 
+// haltedOutcome is the answer to a committed entry the halted FSM did not
+// apply: it is in the log, and applies when the node has restarted, so its
+// writer must not be told it failed.
+func haltedOutcome(err error) error {
+	return fmt.Errorf("%w: %w: %w", ErrUnknownOutcome, ErrHalted, err)
+}
+
 // errTxnBroken means a statement ended the batch transaction. The guard in
 // checkStatement should make it impossible; if it happens the batch may be
 // partly committed, so the FSM must not retry.
@@ -303,7 +354,14 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 	parseInserts(work)
 	failed := make(map[int]error)
 	alone := make(map[int]bool)
-	for attempt := 1; ; {
+	var stall Stall
+	defer func() {
+		if stall.Attempts > 0 {
+			f.setStall(Stall{})
+			f.db.ReleaseClients()
+		}
+	}()
+	for {
 		added := newKeyCache(f.keyWindow)
 		at, err := f.tryApply(work, failed, alone, added, prev, last)
 		if err == nil {
@@ -311,6 +369,9 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 				f.keys.add(r)
 			}
 			f.keys.evict(last)
+			if stall.Attempts > 0 {
+				f.log.Info("apply recovered", "first", prev+1, "last", last, "attempts", stall.Attempts+1, "stalled", time.Since(stall.Since))
+			}
 			return nil
 		}
 		f.rollback()
@@ -324,13 +385,50 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 		case at >= 0 && !nodeLocal(err):
 			failed[at] = err
 			continue
-		case errors.Is(err, errTxnBroken) || attempt >= applyRetries:
+		case unrecoverable(err):
 			return fmt.Errorf("apply entries %d..%d: %w", prev+1, last, err)
 		}
-		f.log.Warn("apply failed, retrying", "first", prev+1, "last", last, "attempt", attempt, "err", err)
-		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		attempt++
+		if stall.Attempts == 0 {
+			stall = Stall{First: prev + 1, Since: time.Now()}
+		}
+		stall.Attempts++
+		stall.Err = err
+		f.setStall(stall)
+		if engine.ExceptionType(err) == "Out of Memory" {
+			// Clients' reads share DuckDB's memory limit with the
+			// applier; they yield (fail with ErrReadYielded, and new
+			// ones too until the batch applies) so that the log applies.
+			if n := f.db.InterruptClients(ErrReadYielded); n > 0 {
+				f.log.Warn("interrupted client statements to free memory for the applier", "statements", n)
+			}
+		}
+		wait := min(retryMax, retryFirst<<min(stall.Attempts-1, 10))
+		if stall.Attempts <= 3 || stall.Attempts%20 == 0 {
+			f.log.Warn("apply failed for a node-local reason, retrying", "first", prev+1, "last", last,
+				"attempt", stall.Attempts, "retry_in", wait, "err", err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-f.closing:
+			return fmt.Errorf("apply entries %d..%d: %w (the store closed while retrying: %w)", prev+1, last, ErrClosed, err)
+		}
 	}
+}
+
+// unrecoverable reports whether err leaves the apply connection or the
+// database unusable in this process: a statement that ended the batch
+// transaction, or a DuckDB error after which DuckDB invalidates the
+// database (FATAL, INTERNAL) or found it corrupt. Retrying cannot help;
+// the FSM halts and the node restarts (Config.OnHalt).
+func unrecoverable(err error) bool {
+	if errors.Is(err, errTxnBroken) || errors.Is(err, ErrClosed) {
+		return true
+	}
+	switch engine.ExceptionType(err) {
+	case "FATAL", "INTERNAL", "Data Corruption":
+		return true
+	}
+	return strings.Contains(err.Error(), "database has been invalidated")
 }
 
 // serialApply reports whether work holds a statement that reads rows while
@@ -702,6 +800,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// stopRetrying ends the retries of a stalled batch: the store is closing.
+func (f *fsm) stopRetrying() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.closing:
+	default:
+		close(f.closing)
+	}
+}
+
 func (f *fsm) close() error {
+	f.stopRetrying()
 	return errors.Join(f.serial.close(), f.conn.Close())
 }

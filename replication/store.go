@@ -35,10 +35,17 @@ var (
 	// ErrRefused is wrapped by the result of a statement the applier will
 	// not run (transaction control, settings, several statements).
 	ErrRefused = errors.New("replication: statement refused")
-	// ErrUnknownOutcome means leadership was lost while a write was in
-	// flight: it may or may not be applied. Retrying with the same
-	// idempotency key is safe.
-	ErrUnknownOutcome = errors.New("replication: leadership lost, outcome unknown")
+	// ErrUnknownOutcome means a write entered the log (or may have) but
+	// its outcome is not known yet: leadership was lost while it was in
+	// flight, its wait for the apply ended, or the FSM halted before
+	// applying it. It may or may not be applied; retrying with the same
+	// idempotency key applies it at most once.
+	ErrUnknownOutcome = errors.New("replication: outcome unknown")
+	// ErrApplyStalled refuses a write, before it enters the log, on a
+	// leader whose applier is retrying an entry it failed to apply for a
+	// node-local reason (Store.Stalled). The write never applies; it may
+	// be sent again.
+	ErrApplyStalled = errors.New("replication: this node's applier is stalled")
 
 	errAlreadyApplied = errors.New("already applied")
 )
@@ -136,6 +143,19 @@ type Config struct {
 	// them into metrics and its list of recent leader changes.
 	ObserveSnapshot func(took time.Duration, bytes int64, err error)
 	ObserveLeader   func(leaderID string)
+	// OnHalt, if set, is told when the FSM halts: an entry failed in a way
+	// this process cannot recover from (DuckDB invalidated the database).
+	// The daemon restarts itself, which reopens DuckDB and replays the
+	// log from the last applied entry.
+	OnHalt func(error)
+	// WriteTimeout (default 1m; negative: none) bounds how long the leader
+	// proves a heavy write before proposing it (Prove); a write that runs
+	// longer is refused and never enters the log.
+	WriteTimeout time.Duration
+	// OutcomeWait (default 10s) bounds how long Execute waits for an entry
+	// it proposed to be applied, beyond the write's proof; then it answers
+	// ErrUnknownOutcome.
+	OutcomeWait time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -151,6 +171,8 @@ func (c *Config) setDefaults() {
 	setDefault(&c.GatherMax, 5*time.Millisecond)
 	setDefault(&c.GatherIdle, time.Millisecond)
 	setDefault(&c.LogStore, LogStoreBoltDB)
+	setDefault(&c.WriteTimeout, time.Minute)
+	setDefault(&c.OutcomeWait, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -243,6 +265,7 @@ func Open(cfg Config) (*Store, error) {
 		return fail(err)
 	}
 	s.fsm.observeSnapshot = cfg.ObserveSnapshot
+	s.fsm.onHalt = cfg.OnHalt
 	cleanup = append(cleanup, s.fsm.close)
 	hlog := newHCLogger(s.log, "raft")
 	if s.logs, err = openRaftStore(cfg.LogStore, cfg.Dir, hlog); err != nil {
@@ -416,8 +439,10 @@ type proposal struct {
 // Execute proposes cmd on the leader, waits until it is applied locally and
 // returns its result. A command that failed deterministically (a constraint
 // violation, say) returns its error, the same on every node. On a follower
-// it returns a *NotLeaderError. If ctx ends first the command may still be
-// applied.
+// it returns a *NotLeaderError. An error wrapping ErrUnknownOutcome means
+// the command may still apply (ctx ended or OutcomeWait passed after it was
+// queued, leadership was lost, the FSM halted); any other error means it
+// never will.
 func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	wait, err := s.Submit(ctx, cmd)
 	if err != nil {
@@ -438,6 +463,9 @@ func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Conte
 	}
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
+	}
+	if err := s.applierHealthy(); err != nil {
+		return nil, err
 	}
 	if cmd.Timestamp == 0 {
 		cmd.Timestamp = time.Now().UnixMicro()
@@ -463,14 +491,36 @@ func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Conte
 		return nil, ErrClosed
 	}
 	return func(ctx context.Context) (*wal.Result, error) {
+		wait := time.NewTimer(s.cfg.OutcomeWait)
+		defer wait.Stop()
 		select {
 		case r := <-p.done:
 			return r.res, r.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%w: the write is queued for the log or in it: %w", ErrUnknownOutcome, ctx.Err())
+		case <-wait.C:
+			return nil, fmt.Errorf("%w: the write is in the log but was not applied within %v (applied index %d)",
+				ErrUnknownOutcome, s.cfg.OutcomeWait, s.fsm.Applied())
 		}
 	}, nil
 }
+
+// applierHealthy refuses a write while this node's FSM is halted or
+// retrying an entry: it would only queue behind it, and answering it
+// "outcome unknown" later is worse than refusing it now.
+func (s *Store) applierHealthy() error {
+	if err := s.fsm.haltErr(); err != nil {
+		return fmt.Errorf("%w: %w", ErrHalted, err)
+	}
+	if st, ok := s.fsm.stalled(); ok {
+		return fmt.Errorf("%w: entry %d has failed %d times since %s (%v); writes are refused until it applies",
+			ErrApplyStalled, st.First, st.Attempts, st.Since.Format(time.RFC3339), st.Err)
+	}
+	return nil
+}
+
+// Stalled returns the entry this node's applier is retrying, if it is.
+func (s *Store) Stalled() (Stall, bool) { return s.fsm.stalled() }
 
 // propose packs queued proposals into log entries (group commit) and
 // hands each entry's outcome back to its proposals.
@@ -690,7 +740,8 @@ func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
 		case errors.Is(err, raft.ErrLeadershipLost):
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, s.notLeader())
 		case errors.Is(err, raft.ErrRaftShutdown):
-			err = ErrClosed
+			// Raft may have stored the entry before it shut down.
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
 		default:
 			err = fmt.Errorf("propose: %w", err)
 		}
@@ -961,6 +1012,10 @@ func (s *Store) Stats() map[string]string {
 	if err := s.fsm.haltErr(); err != nil {
 		st["fsm_halted"] = err.Error()
 	}
+	if stall, ok := s.fsm.stalled(); ok {
+		st["fsm_stalled"] = fmt.Sprintf("entry %d, %d attempts since %s: %v", stall.First, stall.Attempts,
+			stall.Since.Format(time.RFC3339), stall.Err)
+	}
 	return st
 }
 
@@ -983,6 +1038,7 @@ func (s *Store) Servers() (map[string]string, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.fsm.stopRetrying()
 		err := s.raft.Shutdown().Error()
 		s.wg.Wait()
 		s.closeErr = errors.Join(err, s.trans.Close(), s.logs.Close(), s.fsm.close())

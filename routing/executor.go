@@ -32,6 +32,10 @@ import (
 // Store is what routing needs of the replication store.
 type Store interface {
 	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
+	// Prove runs cmd on the leader without keeping its effects, before
+	// it is proposed: a write that would run out of memory or time on
+	// every node is refused there (replication.Store.Prove).
+	Prove(ctx context.Context, cmd wal.Command) error
 	IsLeader() bool
 	LeaderID() string
 	AppliedIndex() uint64
@@ -298,6 +302,15 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		}
 		st.mu.Lock()
 		st.consistency = level
+		st.mu.Unlock()
+		return successRows(), true, nil
+	}
+	if key, ok, err := writeKeySetting(sql); ok {
+		if err != nil {
+			return nil, true, err
+		}
+		st.mu.Lock()
+		st.writeKey = key
 		st.mu.Unlock()
 		return successRows(), true, nil
 	}

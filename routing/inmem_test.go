@@ -271,6 +271,15 @@ func (m memStore) CommitIndex() uint64 {
 	return uint64(len(m.nd.net.log))
 }
 
+// Prove implements Store: the in-memory log checks each command when it
+// executes it, so there is nothing to prove ahead.
+func (m memStore) Prove(context.Context, wal.Command) error {
+	if !m.IsLeader() {
+		return replication.ErrNotLeader
+	}
+	return nil
+}
+
 // Execute appends cmd to the log unless its key was applied before, and
 // lets every node that is not held apply it.
 func (m memStore) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error) {

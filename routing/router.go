@@ -29,6 +29,8 @@ func (routerStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
 
+func (routerStore) Prove(context.Context, wal.Command) error { return replication.ErrNotLeader }
+
 func (routerStore) IsLeader() bool       { return false }
 func (routerStore) AppliedIndex() uint64 { return 0 }
 func (routerStore) CommitIndex() uint64  { return 0 }

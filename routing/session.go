@@ -34,6 +34,9 @@ type sessionState struct {
 	// their changes.
 	settings        []string
 	settingsVersion uint64
+	// writeKey is the idempotency key of the session's next write (SET
+	// duckraft_write_key); nil for a fresh one.
+	writeKey []byte
 }
 
 type stateKey struct{}

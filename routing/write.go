@@ -58,9 +58,30 @@ func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command)
 	return res, err
 }
 
-// writeRetrying is write without its observation.
+// writeRetrying is write without its observation. Once an attempt may have
+// entered the log, the write ends applied or with an UnknownOutcomeError,
+// never with a later attempt's refusal: that would call failed a write
+// that may still apply.
 func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+	st.useWriteKey(&cmd)
 	deadline := time.Now().Add(e.cfg.LeaderWait)
+	var logged error
+	fail := func(err error) (*wal.Result, error) {
+		if logged == nil && inLog(err) {
+			logged = err
+		}
+		if logged != nil {
+			var uo *UnknownOutcomeError
+			if errors.As(err, &uo) {
+				return nil, err
+			}
+			if !inLog(err) {
+				err = fmt.Errorf("%w (a later attempt: %v)", logged, err)
+			}
+			return nil, &UnknownOutcomeError{Key: cmd.Key, Err: err}
+		}
+		return nil, err
+	}
 	for {
 		var res *wal.Result
 		var err error
@@ -75,12 +96,15 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 			st.wrote(res.Index)
 			return res, nil
 		}
+		if logged == nil && inLog(err) {
+			logged = err
+		}
 		if !retryableWrite(err) || time.Now().After(deadline) {
-			return nil, err
+			return fail(err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return fail(ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -91,11 +115,12 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 // outcome was known.
 func retryableWrite(err error) bool {
 	if errors.Is(err, replication.ErrNotLeader) || errors.Is(err, replication.ErrUnknownOutcome) ||
+		errors.Is(err, replication.ErrApplyStalled) || errors.Is(err, replication.ErrHalted) ||
 		errors.Is(err, nodeapi.ErrUnreachable) || errors.Is(err, errLeaderChanged) {
 		return true
 	}
 	switch nodeapi.CodeOf(err) {
-	case nodeapi.CodeNotLeader, nodeapi.CodeUnknownOutcome:
+	case nodeapi.CodeNotLeader, nodeapi.CodeUnknownOutcome, nodeapi.CodeApplyStalled:
 		return true
 	}
 	return false
@@ -172,6 +197,8 @@ func APIError(err error) error {
 		return nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", err)
 	case errors.Is(err, replication.ErrUnknownOutcome):
 		return nodeapi.Errorf(nodeapi.CodeUnknownOutcome, "%v", err)
+	case errors.Is(err, replication.ErrApplyStalled), errors.Is(err, replication.ErrHalted):
+		return nodeapi.Errorf(nodeapi.CodeApplyStalled, "%v", err)
 	case errors.Is(err, replication.ErrNoSuchVoter):
 		return nodeapi.Errorf(nodeapi.CodeNoSuchVoter, "%v", err)
 	case engine.ExceptionType(err) != "":
@@ -186,6 +213,10 @@ func APIError(err error) error {
 func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	now := e.cfg.Now()
 	var entries []wal.Entry
+	// The command is proved (Store.Prove) when one of its statements is
+	// heavy and every entry is safe to run twice: a statement the
+	// analysis cleared (no sequence), or an append.
+	prove, proved := false, 0
 	for _, entry := range splitEntries(cmd.Entry) {
 		switch entry := entry.(type) {
 		case wal.Append:
@@ -194,6 +225,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			if err := e.mixedEngines(len(entry.Parents) == 0); err != nil {
 				return nil, err
 			}
+			proved++
 			entries = append(entries, entry)
 		case wal.Statement:
 			if len(entry.Params) > 0 {
@@ -207,6 +239,10 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 				return nil, err
 			}
 			if plan.Materialize == nil {
+				prove = prove || plan.Prove
+				if plan.Prove || plan.Rerunnable {
+					proved++
+				}
 				entries = append(entries, wal.Statement{SQL: plan.SQL, Returning: true})
 				continue
 			}
@@ -223,7 +259,13 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			return nil, fmt.Errorf("duckraft: a client write holds statements, appends and staged rows, not a %v entry", entry.Kind())
 		}
 	}
-	return e.cfg.Store.Execute(ctx, wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)})
+	out := wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)}
+	if prove && proved == len(entries) {
+		if err := e.cfg.Store.Prove(ctx, out); err != nil {
+			return nil, err
+		}
+	}
+	return e.cfg.Store.Execute(ctx, out)
 }
 
 // ErrMixedEngines refuses a write while the cluster's nodes embed

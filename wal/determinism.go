@@ -26,6 +26,15 @@ type Plan struct {
 	// Materialize is set when the write inserts values that only the leader
 	// may compute (volatile functions, node-local files).
 	Materialize *Materialize
+	// Rerunnable is set when the leader's binder saw everything the
+	// statement calls and none of it draws from a sequence, so a run that
+	// is rolled back leaves no trace (DuckDB's sequences are not
+	// transactional); Prove when it is also heavy: its cost is not bounded
+	// by its text (it reads rows: INSERT … SELECT, UPDATE, DELETE, MERGE,
+	// CREATE TABLE … AS, CREATE INDEX, ALTER). The leader proves such a
+	// write before proposing it (replication.Store.Prove). Neither is part
+	// of the log.
+	Rerunnable, Prove bool
 }
 
 // Materialize is an INSERT split into its target and its source: run Query

@@ -110,6 +110,11 @@ func (c *Conn) begin(ctx context.Context) (*query, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.client {
+		if cause := c.db.heldFor(); cause != nil {
+			return nil, heldError(cause)
+		}
+	}
 	q := &query{done: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {

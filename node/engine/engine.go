@@ -44,8 +44,10 @@ type DB struct {
 	mu     sync.Mutex
 	db     bindings.Database
 	closed bool
-	// clients are the connections InterruptClients interrupts.
+	// clients are the connections InterruptClients interrupts; held, when
+	// set, refuses their new statements (ReleaseClients clears it).
 	clients map[*Conn]struct{}
+	held    error
 }
 
 // Open opens the database file at path, or an in-memory database if path is

@@ -28,9 +28,12 @@ func (db *DB) ConnectClient() (*Conn, error) {
 // InterruptClients interrupts the statement running on every client
 // connection (ConnectClient), and reports how many it interrupted. Each
 // fails with an INTERRUPT *Error whose message names cause and which
-// unwraps to it. Idle connections are left alone.
+// unwraps to it. Until ReleaseClients, client connections start no new
+// statement: each fails at once with the same error, so the memory the
+// interrupted ones freed stays free for the caller's retry.
 func (db *DB) InterruptClients(cause error) int {
 	db.mu.Lock()
+	db.held = cause
 	conns := make([]*Conn, 0, len(db.clients))
 	for c := range db.clients {
 		conns = append(conns, c)
@@ -43,6 +46,26 @@ func (db *DB) InterruptClients(cause error) int {
 		}
 	}
 	return n
+}
+
+// ReleaseClients lets client connections start statements again after
+// InterruptClients.
+func (db *DB) ReleaseClients() {
+	db.mu.Lock()
+	db.held = nil
+	db.mu.Unlock()
+}
+
+// heldFor returns the cause client statements are held for, or nil.
+func (db *DB) heldFor() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.held
+}
+
+// heldError is the error of a client statement refused while held.
+func heldError(cause error) error {
+	return &Error{Type: interruptType, Message: interruptType + " Error: " + cause.Error(), cause: cause}
 }
 
 // forget drops c from the client connections.
@@ -79,7 +102,7 @@ func (c *Conn) explain(q *query, err error) error {
 	if cause == nil || ExceptionType(err) != interruptType {
 		return err
 	}
-	return &Error{Type: interruptType, Message: interruptType + " Error: " + cause.Error(), cause: cause}
+	return heldError(cause)
 }
 
 const interruptType = "INTERRUPT"

@@ -37,6 +37,7 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		return plan, err
 	}
 	an, err := a.Analyze(ctx, plan.SQL)
+	bound := err == nil
 	switch {
 	case errors.Is(err, ErrUnbound):
 		log.Debug("write not bound on the leader; its text decides", "err", err)
@@ -71,7 +72,34 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 	if err != nil {
 		return wal.Plan{}, err
 	}
+	if bound && !an.callsSequence(volatile) {
+		plan.Rerunnable = true
+		plan.Prove = an.heavy()
+	}
 	return plan, nil
+}
+
+// callsSequence reports whether the bound plan draws from or reads a
+// sequence (nextval, currval), its target's DEFAULTs included.
+func (an Analysis) callsSequence(volatile wal.Volatile) bool {
+	for _, name := range an.Calls {
+		if wal.ClassifyFunction(name, volatile) == wal.FuncSequence {
+			return true
+		}
+	}
+	return false
+}
+
+// heavy reports whether the statement's cost is not bounded by its text:
+// it reads rows of tables or of a query.
+func (an Analysis) heavy() bool {
+	switch an.Operator {
+	case "LOGICAL_UPDATE", "LOGICAL_DELETE", "LOGICAL_MERGE_INTO", "LOGICAL_CREATE_INDEX", "LOGICAL_ALTER":
+		return true
+	case "LOGICAL_INSERT", "LOGICAL_CREATE_TABLE":
+		return an.Query
+	}
+	return false
 }
 
 // textOperators are the plans that statements starting with these verbs

@@ -36,6 +36,7 @@ var sessionSettings = map[string]string{
 	// The router's own (routing/consistency.go, routing/split.go).
 	"duckraft_consistency": "this session's read consistency, kept by the router",
 	"duckraft_split_scan":  "how this session's large scans are split, kept by the router",
+	"duckraft_write_key":   "the idempotency key of this session's next write, kept by the router",
 }
 
 // nodeSettings are the settings that reconfigure DuckDB's logging, which

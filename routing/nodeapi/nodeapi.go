@@ -132,6 +132,10 @@ const (
 	// flight; it may or may not have applied, so it is retried with the
 	// same idempotency key, which makes it apply once.
 	CodeUnknownOutcome Code = "unknown_outcome"
+	// CodeApplyStalled: the leader's applier is retrying an entry (or
+	// halted) and refused the write before it entered the log; it may be
+	// sent again.
+	CodeApplyStalled Code = "apply_stalled"
 	// CodeBehind: the node has not applied the index a read needs
 	// (Error.Index is its applied index); another node may serve it.
 	CodeBehind Code = "behind"
