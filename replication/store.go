@@ -868,6 +868,18 @@ func (s *Store) AppliedIndex() uint64 { return s.fsm.Applied() }
 // CommitIndex returns the latest log index this node knows to be committed.
 func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
 
+// ApplyLag is how many committed log entries this node has not applied
+// yet: the commit index less raft's applied index, which, unlike the FSM's,
+// also moves past the entries the FSM never sees (a new leader's no-op,
+// barriers), so an idle node's lag is 0 and a stalled applier's grows.
+func (s *Store) ApplyLag() uint64 {
+	commit, applied := s.raft.CommitIndex(), s.raft.AppliedIndex()
+	if commit <= applied {
+		return 0
+	}
+	return commit - applied
+}
+
 // WaitForApplied waits until this node has applied index idx: a read after
 // it sees every write up to idx. Entries raft never passes to the FSM (the
 // no-op a new leader commits) count as applied, so a commit index that

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", node.DefaultReadHeaderTimeout, "longest a request's headers may take to arrive")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", node.DefaultBodyTimeout, "longest a request's body may take to arrive, plus one second per --min-body-rate bytes received")
 	fs.Int64Var(&c.MinBodyRate, "min-body-rate", node.DefaultMinBodyRate, "bytes per second that extend a request body's deadline by one second")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", time.Minute, "longest the leader runs a write that reads rows (INSERT … SELECT, UPDATE, CREATE TABLE … AS, …) to prove it before it enters the log; a longer one is refused and applies nowhere (negative: no bound)")
 	fs.IntVar(&c.Threads, "threads", 0, "DuckDB worker threads (0: DuckDB's default)")
 	fs.StringVar(&c.MemoryLimit, "memory-limit", "", "DuckDB memory limit, e.g. 4GB (empty: DuckDB's default)")
 	fs.StringVar(&c.DuckDBFsync, "duckdb-fsync", "STANDARD", "fsync_mode of the replicated database: STANDARD, NONE or FULL (the Raft log is fsynced whatever this says)")
@@ -311,10 +313,45 @@ func run(args []string) error {
 				log.Info("stopped: removed from the cluster")
 				return nil
 			}
+			if errors.Is(d.Err(), daemon.ErrApplierHalted) {
+				return restartSelf(log, d.Err())
+			}
 			return d.Err()
 		}
 	}
 }
+
+// restartEnv counts the restarts restartSelf made in a row, so that their
+// backoff grows; it is not a DUCKRAFT_ variable, which would be a flag.
+const restartEnv = "DUCKRAFTD_APPLIER_RESTARTS"
+
+// restartSelf replaces the process with a new run of the same command
+// after the applier halted: the new process reopens DuckDB and replays the
+// log from the last entry applied, which is how a node recovers from an
+// error DuckDB invalidates its database for. Restarts in a row wait
+// longer each time (1 s doubling to 1 min); a run that lasted 10 minutes
+// starts the count again.
+func restartSelf(log *slog.Logger, cause error) error {
+	n, _ := strconv.Atoi(os.Getenv(restartEnv))
+	if time.Since(started) > 10*time.Minute {
+		n = 0
+	}
+	wait := min(time.Minute, time.Second<<min(n, 6))
+	log.Warn("restarting to recover the applier", "cause", cause, "restarts_in_a_row", n, "wait", wait)
+	time.Sleep(wait)
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%w; restart: %w", cause, err)
+	}
+	env := append(os.Environ(), restartEnv+"="+strconv.Itoa(n+1))
+	if err := syscall.Exec(exe, os.Args, env); err != nil {
+		return fmt.Errorf("%w; restart: %w", cause, err)
+	}
+	return nil
+}
+
+// started is when this process started.
+var started = time.Now()
 
 // shutdownTimeout bounds a graceful stop.
 const shutdownTimeout = 10 * time.Second

@@ -11,7 +11,7 @@ import (
 // TestInterruptClientsStopsOnlyClients runs a long scan on a client
 // connection and one on a node connection, interrupts the clients, and
 // checks that the client's scan fails with the cause while the node's
-// goes on.
+// goes on, and that clients start nothing until released.
 func TestInterruptClientsStopsOnlyClients(t *testing.T) {
 	db := openTest(t)
 	client, err := db.ConnectClient()
@@ -59,7 +59,14 @@ func TestInterruptClientsStopsOnlyClients(t *testing.T) {
 	if err := <-ownDone; err == nil || errors.Is(err, cause) {
 		t.Fatalf("node scan after cancel: %v", err)
 	}
-	// The client connection serves its next statement.
+	// Held: the client connection starts nothing until released.
+	if _, err := client.Exec(context.Background(), "SELECT 42"); !errors.Is(err, cause) {
+		t.Fatalf("statement while held: %v, want the cause", err)
+	}
+	if _, err := own.Exec(context.Background(), "SELECT 42"); err != nil {
+		t.Fatalf("node statement while clients are held: %v", err)
+	}
+	db.ReleaseClients()
 	if _, err := client.Exec(context.Background(), "SELECT 42"); err != nil {
 		t.Fatalf("next statement: %v", err)
 	}

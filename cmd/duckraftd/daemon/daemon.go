@@ -138,6 +138,10 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	BodyTimeout       time.Duration
 	MinBodyRate       int64
+	// WriteTimeout bounds how long the leader proves a heavy write before
+	// it enters the log (replication.Config.WriteTimeout; 0: 1m, negative:
+	// none).
+	WriteTimeout time.Duration
 	// Threads and MemoryLimit are DuckDB's resources.
 	Threads     int
 	MemoryLimit string
@@ -206,6 +210,8 @@ type Daemon struct {
 
 	done     chan struct{}
 	serveErr error
+	// halt is set when the applier halted (applierHalted).
+	halt atomic.Pointer[error]
 	// removed is set once the leader asked this node to leave
 	// (leaveCluster).
 	removed   atomic.Bool
@@ -390,6 +396,8 @@ func (d *Daemon) startNode() error {
 		WrapLogStore:      c.WrapLogStore,
 		ObserveSnapshot:   d.metrics.observeSnapshot,
 		ObserveLeader:     d.observeLeader,
+		OnHalt:            d.applierHalted,
+		WriteTimeout:      c.WriteTimeout,
 		Logger:            d.log,
 	})
 	if mis, ok := errors.AsType[*replication.LogStoreMismatchError](err); ok {
@@ -649,6 +657,9 @@ func (d *Daemon) Err() error {
 	case <-d.done:
 		if d.removed.Load() {
 			return ErrRemoved
+		}
+		if err := d.halt.Load(); err != nil {
+			return fmt.Errorf("%w: %w", ErrApplierHalted, *err)
 		}
 		return d.serveErr
 	default:

@@ -179,8 +179,15 @@ func (m *metrics) scraped(d *Daemon) {
 		}
 		return 0
 	})
-	gauge("duckraft_apply_lag", "Log entries this node's applied index is behind the furthest applied index a live member reports through gossip.",
+	gauge("duckraft_apply_lag", "Log entries this node is behind: committed entries it has not applied, or how far its applied index is behind the furthest a live member reports through gossip, whichever is more.",
 		func() float64 { return float64(d.lag()) })
+	gauge("duckraft_apply_stalled_seconds", "How long this node's applier has been retrying an entry it failed to apply for a node-local reason (out of memory, I/O); 0 while it keeps up.",
+		func() float64 {
+			if st, ok := s.Stalled(); ok {
+				return time.Since(st.Since).Seconds()
+			}
+			return 0
+		})
 	gauge("duckraft_staged_transactions", "Transactions whose rows are staged in this node's database ahead of their COMMIT (an abandoned one is dropped after --stage-timeout).",
 		func() float64 {
 			ids, err := s.IdleStages(context.Background(), math.MaxInt64)

@@ -76,21 +76,20 @@ func (d *Daemon) observeLeader(leader string) {
 	d.log.Info("leader changed", "leader", leader)
 }
 
-// lag is how many log entries this node's applied index is behind the
-// furthest applied index any live data member reports through gossip. It
-// compares applied with applied, not with the commit index: entries the
-// database never sees (a new leader's no-op, barriers) leave the applied
-// index below the commit index with nothing left to apply. A follower cut
-// off from the leader learns no new commit index, but gossip still tells
-// it how far the others got. Gossip pushes indexes every half second or
-// so, which bounds how fresh the lag is.
+// lag is how many log entries this node is behind: the larger of the
+// committed entries it has not applied (Store.ApplyLag: a stalled applier
+// lags even when every member is stuck with it) and how far its applied
+// index is behind the furthest one a live data member reports through
+// gossip (a follower cut off from the leader learns no new commit index,
+// but gossip still tells it how far the others got; gossip pushes indexes
+// every half second or so, which bounds how fresh that part is).
 func (d *Daemon) lag() uint64 {
 	applied := d.store.AppliedIndex()
 	top := applied
 	for _, p := range d.members.Peers() {
 		top = max(top, p.Applied)
 	}
-	return top - applied
+	return max(top-applied, d.store.ApplyLag())
 }
 
 // readiness reports whether this node can serve reads at its default
@@ -109,6 +108,10 @@ func (d *Daemon) readiness() (ok bool, reason string) {
 	}
 	if halted := d.store.Stats()["fsm_halted"]; halted != "" {
 		return false, "applier halted"
+	}
+	if st, ok := d.store.Stalled(); ok {
+		return false, fmt.Sprintf("applier stalled: entry %d failed %d times in %s", st.First, st.Attempts,
+			time.Since(st.Since).Round(time.Second))
 	}
 	if d.store.LeaderID() == "" {
 		return false, "no leader known"

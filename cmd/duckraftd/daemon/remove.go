@@ -19,6 +19,26 @@ import (
 // again to rejoin.
 var ErrRemoved = errors.New("removed from the cluster by the leader")
 
+// ErrApplierHalted is why a daemon stopped serving when its applier met an
+// error this process cannot recover from (DuckDB invalidated the
+// database): duckraftd restarts itself on it, which reopens DuckDB and
+// replays the log from the last entry applied.
+var ErrApplierHalted = errors.New("the applier halted")
+
+// applierHalted is replication.Config.OnHalt: the node stops serving, as
+// on a removal, and its owner restarts it (Err wraps ErrApplierHalted).
+func (d *Daemon) applierHalted(err error) {
+	if !d.halt.CompareAndSwap(nil, &err) {
+		return
+	}
+	d.log.Error("the applier halted: stopping so that the node restarts and replays the log", "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d.hs.Shutdown(ctx)
+	}()
+}
+
 // goneWait bounds how long the leader waits for gossip to see a member it
 // told to leave as gone: the leave message spreads in well under a second,
 // and failure detection takes a few on a LAN.
