@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -87,6 +89,56 @@ func TestWriteRetryAfterLostAnswerAppliesOnce(t *testing.T) {
 	}
 	if n1.count() != 1 || len(net.log) != 1 {
 		t.Fatalf("%d rows and %d log entries after a retried write, want 1 and 1", n1.count(), len(net.log))
+	}
+}
+
+// A write whose answer was lost, and whose retries the leader then refuses
+// before the log (its applier stalled), may still have applied: the client
+// is told its outcome is unknown, with its key, never that it failed; and
+// the retry with that key applies nothing twice.
+func TestUnknownOutcomeIsNotTurnedIntoAFailure(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n1, n2 := net.node("n1"), net.node("n2")
+	n1.failWrite.Store(&nodeapi.Error{Code: nodeapi.CodeUnknownOutcome, Message: "leadership lost, outcome unknown"})
+	n1.refuseWrites.Store(&nodeapi.Error{Code: nodeapi.CodeApplyStalled, Message: "applier stalled"})
+	sess := n2.session(t)
+	_, err := run(t, n2, sess, "INSERT INTO t VALUES (1)")
+	var uo *UnknownOutcomeError
+	if !errors.As(err, &uo) || !errors.Is(err, replication.ErrUnknownOutcome) && nodeapi.CodeOf(err) != nodeapi.CodeUnknownOutcome {
+		t.Fatalf("write: %v; want an UnknownOutcomeError", err)
+	}
+	if len(uo.Key) != writeKeyBytes || !strings.Contains(err.Error(), fmt.Sprintf("%x", uo.Key)) {
+		t.Fatalf("the error does not name the key: %v", err)
+	}
+	n1.refuseWrites.Store(nil)
+	mustRun(t, n2, sess, fmt.Sprintf("SET duckraft_write_key = '%x'", uo.Key))
+	mustRun(t, n2, sess, "INSERT INTO t VALUES (1)")
+	if n1.count() != 1 || len(net.log) != 1 {
+		t.Fatalf("%d rows and %d log entries after the keyed retry, want 1 and 1", n1.count(), len(net.log))
+	}
+	// The key was for one write: the next gets a fresh one.
+	mustRun(t, n2, sess, "INSERT INTO t VALUES (2)")
+	if n1.count() != 2 {
+		t.Fatalf("%d rows after a new write, want 2", n1.count())
+	}
+}
+
+func TestWriteKeySetting(t *testing.T) {
+	for _, tc := range []struct {
+		sql     string
+		ok, bad bool
+	}{
+		{"SET duckraft_write_key = '00112233445566778899aabbccddeeff'", true, false},
+		{"set SESSION duckraft_write_key TO '00112233445566778899AABBCCDDEEFF';", true, false},
+		{"SET duckraft_write_key = 'abc'", true, true},
+		{"SET duckraft_write_key = 42", true, true},
+		{"SET duckraft_write_key = '00112233445566778899aabbccddeefg'", true, true},
+		{"SET duckraft_consistency = 'strong'", false, false},
+	} {
+		key, ok, err := writeKeySetting(tc.sql)
+		if ok != tc.ok || (err != nil) != tc.bad || ok && !tc.bad && len(key) != writeKeyBytes {
+			t.Errorf("%s: key %x, recognised %v, err %v", tc.sql, key, ok, err)
+		}
 	}
 }
 

@@ -60,7 +60,10 @@ type inmemNode struct {
 	// failWrite, if set, answers the next forwarded write with this error
 	// after applying it (a lost answer).
 	failWrite atomic.Pointer[nodeapi.Error]
-	executes  atomic.Int64 // commands proposed here
+	// refuseWrites, if set, answers forwarded writes with this error
+	// without applying them, once failWrite is spent.
+	refuseWrites atomic.Pointer[nodeapi.Error]
+	executes     atomic.Int64 // commands proposed here
 	// unreachable counts calls that failed because the node was down.
 	unreachable atomic.Int64
 }
@@ -412,6 +415,9 @@ func (r inmemRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*
 	b, err := wal.Decode(body)
 	if err != nil {
 		return nil, err
+	}
+	if e := nd.refuseWrites.Load(); e != nil && nd.failWrite.Load() == nil {
+		return nil, e
 	}
 	res, err := nd.exec.applyForwarded(ctx, b.Commands[0])
 	if fail := nd.failWrite.Swap(nil); fail != nil && err == nil {
