@@ -1031,6 +1031,22 @@ func (s *Store) Stats() map[string]string {
 	return st
 }
 
+// Voters returns how many voters the Raft configuration this node knows
+// holds, 0 if it cannot tell.
+func (s *Store) Voters() int {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	n := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
+}
+
 // Servers returns the current cluster configuration as ID → address.
 func (s *Store) Servers() (map[string]string, error) {
 	f := s.raft.GetConfiguration()

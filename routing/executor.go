@@ -90,6 +90,10 @@ type Config struct {
 	MaxStaleness uint64
 	// LeaderWait bounds how long a write waits for a leader to be known.
 	LeaderWait time.Duration
+	// Voters, if set, reports how many voters the Raft configuration
+	// holds, so that a write that found no leader says how far the
+	// cluster is from a quorum (NoQuorumError).
+	Voters func() int
 	// StageBytes is the size of an open transaction's appends past which
 	// they are staged ahead of its COMMIT, in log entries of about that
 	// size (stage.go); 0 is DefaultStageBytes, negative never stages.

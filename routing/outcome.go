@@ -4,7 +4,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -67,5 +69,53 @@ func (st *sessionState) useWriteKey(cmd *wal.Command) {
 // failed.
 func inLog(err error) bool {
 	return errors.Is(err, replication.ErrUnknownOutcome) || nodeapi.CodeOf(err) == nodeapi.CodeUnknownOutcome ||
-		errors.Is(err, errLeaderChanged) || errors.Is(err, nodeapi.ErrUnreachable)
+		errors.Is(err, errLeaderChanged) || errors.Is(err, nodeapi.ErrUnreachable) && !notSent(err)
+}
+
+// notSent reports whether a request failed before any of it was sent: the
+// connection could not be made, so the node never saw it.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// NoQuorumError answers a write that found no leader within LeaderWait:
+// the voters this node reaches through gossip, of those in the Raft
+// configuration, say whether a quorum is possible at all.
+type NoQuorumError struct {
+	// Reachable is the voters gossip reports alive, this node included
+	// when it is one; Voters the configuration's voters (0: unknown).
+	Reachable, Voters int
+	Waited            time.Duration
+}
+
+func (e *NoQuorumError) Error() string {
+	if e.Voters == 0 {
+		return fmt.Sprintf("duckraft: no leader: the write waited %v for one to be elected and was not applied; %d voters are reachable",
+			e.Waited, e.Reachable)
+	}
+	return fmt.Sprintf("duckraft: no leader: %d of %d voters unreachable, and a leader needs %d of them; the write waited %v "+
+		"and was not applied: bring voters back (docs/operations.md)", e.Voters-min(e.Reachable, e.Voters), e.Voters, e.Voters/2+1, e.Waited)
+}
+
+// ErrorCode implements node.CodedError.
+func (e *NoQuorumError) ErrorCode() string { return string(nodeapi.CodeNoQuorum) }
+
+// Unwrap makes errors.Is(err, replication.ErrNotLeader) true.
+func (e *NoQuorumError) Unwrap() error { return replication.ErrNotLeader }
+
+// noQuorum explains a write that found no leader.
+func (e *Executor) noQuorum() error {
+	err := &NoQuorumError{Waited: e.cfg.LeaderWait}
+	if e.cfg.Voters != nil {
+		err.Voters = e.cfg.Voters()
+	}
+	if e.cfg.Directory != nil {
+		for _, p := range e.cfg.Directory.Peers() {
+			if !p.Replica {
+				err.Reachable++
+			}
+		}
+	}
+	return err
 }

@@ -90,7 +90,7 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 		} else if addr, ok := e.leaderQuackAddr(); ok {
 			res, err = e.forwardWrite(ctx, addr, cmd)
 		} else {
-			err = replication.ErrNotLeader
+			err = e.noQuorum()
 		}
 		if err == nil {
 			st.wrote(res.Index)

@@ -136,6 +136,9 @@ const (
 	// halted) and refused the write before it entered the log; it may be
 	// sent again.
 	CodeApplyStalled Code = "apply_stalled"
+	// CodeNoQuorum: no leader was known within the write's wait; the
+	// message says how many voters are unreachable.
+	CodeNoQuorum Code = "no_quorum"
 	// CodeBehind: the node has not applied the index a read needs
 	// (Error.Index is its applied index); another node may serve it.
 	CodeBehind Code = "behind"

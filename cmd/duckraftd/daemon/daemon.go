@@ -567,11 +567,22 @@ func (d *Daemon) routingConfig() routing.Config {
 		Consistency:    d.cfg.Consistency,
 		MaxStaleness:   d.cfg.MaxStaleness,
 		StageBytes:     d.cfg.StageBytes,
+		Voters:         d.voterCount,
 		Now:            d.cfg.Now,
 		ObserveRead:    d.metrics.observeRead,
 		ObserveWrite:   d.metrics.observeWrite,
 		Logger:         d.log,
 	}
+}
+
+// voterCount is routing.Config.Voters: the voters of the Raft
+// configuration, or on a router, which has none, the voters the cluster
+// keeps (--voters).
+func (d *Daemon) voterCount() int {
+	if d.store != nil {
+		return d.store.Voters()
+	}
+	return d.cfg.Voters
 }
 
 // quackServer is the Quack front end of a node or a router: sessions
