@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -41,6 +42,10 @@ var (
 	// applying it. It may or may not be applied; retrying with the same
 	// idempotency key applies it at most once.
 	ErrUnknownOutcome = errors.New("replication: outcome unknown")
+	// ErrDiskFull means the leader could not store a write in its log
+	// because its disk is full; the write was not stored, and the leader
+	// steps down.
+	ErrDiskFull = errors.New("replication: the leader's disk is full")
 	// ErrApplyStalled refuses a write, before it enters the log, on a
 	// leader whose applier is retrying an entry it failed to apply for a
 	// node-local reason (Store.Stalled). The write never applies; it may
@@ -742,6 +747,10 @@ func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
 		case errors.Is(err, raft.ErrRaftShutdown):
 			// Raft may have stored the entry before it shut down.
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
+		case errors.Is(err, syscall.ENOSPC):
+			// Raft answers an entry its log store could not write with
+			// that error, before any follower has it.
+			err = fmt.Errorf("%w: %w", ErrDiskFull, err)
 		default:
 			err = fmt.Errorf("propose: %w", err)
 		}

@@ -119,3 +119,14 @@ func (e *Executor) noQuorum() error {
 	}
 	return err
 }
+
+// ErrShuttingDown answers a write on a node that is shutting down: it was
+// not applied; the client reconnects to another node.
+var ErrShuttingDown = errors.New("duckraft: this node is shutting down; the write was not applied: reconnect to another node")
+
+// shuttingDown is ErrShuttingDown as a node.CodedError.
+type shuttingDown struct{}
+
+func (shuttingDown) Error() string     { return ErrShuttingDown.Error() }
+func (shuttingDown) Unwrap() error     { return ErrShuttingDown }
+func (shuttingDown) ErrorCode() string { return string(nodeapi.CodeShuttingDown) }

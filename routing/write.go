@@ -70,6 +70,9 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 		if logged == nil && inLog(err) {
 			logged = err
 		}
+		if logged == nil && errors.Is(err, replication.ErrClosed) {
+			return nil, shuttingDown{}
+		}
 		if logged != nil {
 			var uo *UnknownOutcomeError
 			if errors.As(err, &uo) {
@@ -197,6 +200,8 @@ func APIError(err error) error {
 		return nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", err)
 	case errors.Is(err, replication.ErrUnknownOutcome):
 		return nodeapi.Errorf(nodeapi.CodeUnknownOutcome, "%v", err)
+	case errors.Is(err, replication.ErrDiskFull):
+		return nodeapi.Errorf(nodeapi.CodeDiskFull, "%v", err)
 	case errors.Is(err, replication.ErrApplyStalled), errors.Is(err, replication.ErrHalted):
 		return nodeapi.Errorf(nodeapi.CodeApplyStalled, "%v", err)
 	case errors.Is(err, replication.ErrNoSuchVoter):

@@ -136,6 +136,10 @@ const (
 	// halted) and refused the write before it entered the log; it may be
 	// sent again.
 	CodeApplyStalled Code = "apply_stalled"
+	// CodeShuttingDown: the node is shutting down; ask another.
+	CodeShuttingDown Code = "shutting_down"
+	// CodeDiskFull: the leader's disk is full; the write was not stored.
+	CodeDiskFull Code = "disk_full"
 	// CodeNoQuorum: no leader was known within the write's wait; the
 	// message says how many voters are unreachable.
 	CodeNoQuorum Code = "no_quorum"
