@@ -108,7 +108,7 @@ func TestOutOfMemoryStallsAndRecovers(t *testing.T) {
 // are refused before they enter the log; once the stall ends the first
 // write applies, and its retry with the same key applies nothing more.
 func TestOutcomeThroughAStall(t *testing.T) {
-	nodes := startCluster(t, 3, func(c *Config) { c.OutcomeWait = 2 * time.Second })
+	nodes := startCluster(t, 3, func(c *Config) { c.OutcomeWait, c.StallHandover = 2*time.Second, -1 })
 	leader := waitLeader(t, nodes)
 	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
 	setMemory(t, leader.db, smallMemory)
@@ -193,4 +193,32 @@ func TestProveTimesOut(t *testing.T) {
 		t.Fatal("the proof stalled the applier")
 	}
 	mustExec(t, leader.store, wal.Command{Entry: wal.Statement{SQL: "CREATE TABLE after(i INTEGER)"}})
+}
+
+// TestStalledLeaderHandsOver stalls the leader's applier (its memory
+// only): the leader hands leadership to a healthy voter, where writes go
+// on, and applies the stalled entry once its memory allows.
+func TestStalledLeaderHandsOver(t *testing.T) {
+	nodes := startCluster(t, 3, func(c *Config) { c.StallHandover = time.Second })
+	leader := waitLeader(t, nodes)
+	setMemory(t, leader.db, smallMemory)
+	if _, err := leader.store.Submit(context.Background(), stmt(heavyCTAS)); err != nil {
+		t.Fatalf("write that stalls the leader: %v", err)
+	}
+	var next *testNode
+	waitFor(t, time.Minute, "leadership to move off the stalled leader", func() bool {
+		for _, n := range nodes {
+			if n != leader && n.store.IsLeader() {
+				next = n
+				return true
+			}
+		}
+		return false
+	})
+	mustExec(t, next.store, stmt("CREATE TABLE after(i INTEGER)"))
+	setMemory(t, leader.db, largeMemory)
+	waitApplied(t, nodes, next.store.AppliedIndex())
+	if got := queryInt(t, leader.db, "SELECT count(*) FROM heavy"); got != 1 {
+		t.Fatalf("the old leader's heavy has %d rows, want 1", got)
+	}
 }

@@ -157,6 +157,11 @@ type Config struct {
 	// proves a heavy write before proposing it (Prove); a write that runs
 	// longer is refused and never enters the log.
 	WriteTimeout time.Duration
+	// StallHandover (default 5s; negative: never) is how long a leader's
+	// applier may be stalled (Stalled) before the leader hands leadership
+	// to the most up-to-date voter, once per stall: a stall from this
+	// node's own memory or disk need not stop the cluster's writes.
+	StallHandover time.Duration
 	// OutcomeWait (default 10s) bounds how long Execute waits for an entry
 	// it proposed to be applied, beyond the write's proof; then it answers
 	// ErrUnknownOutcome.
@@ -178,6 +183,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.LogStore, LogStoreBoltDB)
 	setDefault(&c.WriteTimeout, time.Minute)
 	setDefault(&c.OutcomeWait, 10*time.Second)
+	setDefault(&c.StallHandover, 5*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -369,6 +375,10 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.propose()
+	if cfg.StallHandover > 0 {
+		s.wg.Add(1)
+		go s.handOverWhenStalled()
+	}
 	if cfg.ObserveLeader != nil {
 		s.watchLeader(cfg.ObserveLeader)
 	}
@@ -508,6 +518,34 @@ func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Conte
 				ErrUnknownOutcome, s.cfg.OutcomeWait, s.fsm.Applied())
 		}
 	}, nil
+}
+
+// handOverWhenStalled transfers leadership away from this node when its
+// applier has been stalled for StallHandover while it leads, once per
+// stall, until the Store closes. The stalled entry is committed: the new
+// leader applies it, or stalls on it too and hands over in turn, so a
+// stall every node shares moves leadership at most once per node.
+func (s *Store) handOverWhenStalled() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.StallHandover / 5)
+	defer t.Stop()
+	var handed time.Time
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		}
+		st, ok := s.fsm.stalled()
+		if !ok || !s.IsLeader() || time.Since(st.Since) < s.cfg.StallHandover || st.Since.Equal(handed) {
+			continue
+		}
+		handed = st.Since
+		s.log.Warn("the applier is stalled: handing leadership over", "entry", st.First, "since", st.Since, "err", st.Err)
+		if err := s.TransferLeadership(""); err != nil {
+			s.log.Warn("hand leadership over", "err", err)
+		}
+	}
 }
 
 // applierHealthy refuses a write while this node's FSM is halted or
