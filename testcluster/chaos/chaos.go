@@ -66,7 +66,7 @@ func Run(t *testing.T, cfg Config) *Report {
 	t.Helper()
 	cfg.setDefaults()
 	r := &Report{Seed: cfg.Seed, Duration: cfg.Duration, Plan: plan(cfg.Seed, cfg.Duration)}
-	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true})
+	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true, Args: []string{"--memory-limit", nodeMemory}})
 	var lag *lagSampler
 	defer func() {
 		if r.Failed() || t.Failed() || cfg.KeepLogs {
@@ -123,6 +123,7 @@ func Run(t *testing.T, cfg Config) *Report {
 		violations(rec, "bank", "bank totals conserved at every read"),
 		violations(rec, "session", "sessions read their own writes"),
 		linearizable(wl.history(), cfg.CheckTimeout, cfg.DumpDir),
+		impossibleWritesRefused(r.Events),
 		r.failoverVerdict())
 	return r
 }
@@ -259,6 +260,20 @@ func (ch *chaos) run(s step) *event {
 		ch.c.IsolateSilently(target)
 		time.Sleep(s.Hold)
 		ch.c.Heal()
+	case pressureLeader, pressureFollower:
+		ctx, cancel := context.WithTimeout(context.Background(), s.Hold)
+		ran, failed := pressure(ctx, target)
+		cancel()
+		ev.detail = fmt.Sprintf("%d reads, %d of them refused or interrupted", ran, failed)
+	case impossibleWrite:
+		target = picked
+		ev.node = target.ID
+		ev.detail = tryImpossibleWrite(context.Background(), target)
+		time.Sleep(s.Hold)
+	case hostileLeader:
+		ctx, cancel := context.WithTimeout(context.Background(), s.Hold)
+		ev.detail = hostile(ctx, target)
+		cancel()
 	case transferLeader:
 		if now, err := target.TransferLeadership(picked.ID); err != nil {
 			ev.detail = fmt.Sprintf("transfer to %s failed: %v", picked.ID, err)

@@ -24,15 +24,22 @@ const (
 	pauseFollower   fault = "pause follower"   // SIGSTOP, SIGCONT after hold
 	isolateFollower fault = "isolate follower" // cut its Raft links, heal after hold
 	silenceFollower fault = "blackhole follower"
+	// The clients' faults (hostile.go): none may stop writes or make
+	// replicas differ.
+	pressureLeader   fault = "memory-hungry reads on leader"   // reads that take most of the memory, for the hold
+	pressureFollower fault = "memory-hungry reads on follower" // the same on a follower
+	impossibleWrite  fault = "impossible write"                // a write needing more memory than a node has, through a follower
+	hostileLeader    fault = "hostile client on leader"        // idle connections, large unauthenticated bodies, wrong tokens
 )
 
-var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower, transferLeader, silenceLeader, silenceFollower}
+var faults = []fault{killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, killFollower, pauseFollower, isolateFollower,
+	transferLeader, silenceLeader, silenceFollower, pressureLeader, pressureFollower, impossibleWrite, hostileLeader}
 
 // onLeader reports whether f targets the leader: the report measures how
 // long writes stall after it.
 func (f fault) onLeader() bool {
 	switch f {
-	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, transferLeader, silenceLeader:
+	case killLeader, stopLeader, pauseLeader, isolateLeader, flapLeader, transferLeader, silenceLeader, pressureLeader, hostileLeader:
 		return true
 	}
 	return false
