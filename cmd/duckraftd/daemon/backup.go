@@ -266,8 +266,8 @@ func syncDir(dir string) error {
 }
 
 // checkRestore checks what --restore needs: a new cluster's first node,
-// and a data directory with nothing in it but perhaps the token (kept
-// from an earlier attempt that was refused).
+// and a data directory with nothing in it but perhaps the token and the
+// cluster key (kept from an earlier attempt that was refused).
 func checkRestore(c Config) error {
 	if c.Router || c.Replica || c.Join != "" {
 		return errors.New("--restore seeds a new cluster on its first node: it excludes --join, --replica and --router (the other nodes join it and receive the data as a Raft snapshot)")
@@ -284,7 +284,7 @@ func checkRestore(c Config) error {
 	}
 	var found []string
 	for _, e := range entries {
-		if e.Name() != "token" {
+		if e.Name() != "token" && e.Name() != KeyFileName {
 			found = append(found, e.Name())
 		}
 	}

@@ -389,7 +389,8 @@ func forge(t *testing.T, good string, sqls ...string) string {
 // another shape, a damaged file, rows that are not those of the state hash
 // recorded beside it — is refused with the reason and leaves nothing
 // behind; it never panics or bootstraps a cluster from it. The backup with
-// its own recorded hash restores.
+// its own recorded hash restores, into the data directory a refused
+// attempt left its token and cluster key in.
 func TestRestoreForgedBackups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft and gossip")
@@ -485,8 +486,15 @@ func TestRestoreForgedBackups(t *testing.T) {
 		if err := os.WriteFile(file+replication.BackupHashSuffix, recorded, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		dir := t.TempDir()
+		refused := Config{Restore: damagedFile, DataDir: dir, ID: "r1", QuackAddr: freeAddr(t), RaftAddr: freeAddr(t),
+			GossipAddr: freeAddr(t), Token: "backup-test-token"}
+		if d, err := Start(refused); err == nil {
+			d.Close()
+			t.Fatal("the damaged backup was restored")
+		}
 		var log lockedBuffer
-		d := startNode(t, Config{Restore: file, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		d := startNode(t, Config{Restore: file, DataDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if got := query(t, d, "SELECT count(*) FROM t"); got != int64(1000) {
 			t.Fatalf("restored %v rows, want 1000", got)
 		}
