@@ -4,7 +4,8 @@
 // certificate authority of the Raft transport's mutual TLS. Each is an
 // HKDF-SHA256 expansion of the key under its own label, so learning one
 // (a node API credential in a log, say) reveals neither the key nor the
-// others.
+// others. It also generates keys and keeps them in files (keyfile.go):
+// the key a bootstrapping duckraftd generates in its data directory.
 package clusterkey
 
 import (
@@ -15,17 +16,19 @@ import (
 	"fmt"
 )
 
-// ErrBadKey is returned by Parse for a key that is not 32, 48 or 64 hex
-// digits.
+// ErrBadKey is returned by Parse (and wrapped by ReadFile) for a key that
+// is not 32, 48 or 64 hex digits.
 var ErrBadKey = errors.New("clusterkey: a cluster key is 32, 48 or 64 hex digits")
 
 // Labels of the derived credentials; a label never changes, or clusters
-// of mixed versions stop recognising each other.
+// of mixed versions stop recognising each other. (Releases before the
+// generated key derived the key itself from the client token when none
+// was given, under "duckraft cluster key from token"; a client token no
+// longer implies membership.)
 const (
-	labelFromToken = "duckraft cluster key from token"
-	labelGossip    = "duckraft gossip"
-	labelNodeAPI   = "duckraft node api"
-	labelRaftCA    = "duckraft raft ca"
+	labelGossip  = "duckraft gossip"
+	labelNodeAPI = "duckraft node api"
+	labelRaftCA  = "duckraft raft ca"
 )
 
 // Parse decodes a cluster key given as hex digits (duckraftd's
@@ -36,14 +39,6 @@ func Parse(s string) ([]byte, error) {
 		return nil, ErrBadKey
 	}
 	return k, nil
-}
-
-// FromToken derives a cluster key from the client token, for clusters
-// started without --cluster-key. Every client holding the token can then
-// derive it too and act as a member; production clusters set a key of
-// their own.
-func FromToken(token string) []byte {
-	return derive([]byte(token), labelFromToken, 32)
 }
 
 // Gossip is the 32-byte key that encrypts gossip (memberlist's AES-GCM).

@@ -43,7 +43,6 @@ func TestDerivedCredentialsDiffer(t *testing.T) {
 	for name, v := range map[string]string{
 		"gossip":        string(Gossip(key)),
 		"node api":      NodeAPI(key),
-		"from token":    string(FromToken(string(key))),
 		"other gossip":  string(Gossip(other)),
 		"other nodeapi": NodeAPI(other),
 		"key":           string(key),

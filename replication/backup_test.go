@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,11 +84,24 @@ func TestBackupUnderWritesRestores(t *testing.T) {
 		t.Fatalf("backup holds %d rows, hash counted %d", count, h.Rows)
 	}
 
-	// A new single-node cluster seeded from it.
+	// Another backup's hash, or a hash of this one's rows changed, is not
+	// this backup's.
+	for _, want := range []StateHash{{Index: h.Index + 1, Hash: h.Hash, Rows: h.Rows},
+		{Index: h.Index, Hash: h.Hash, Rows: h.Rows - 1}, {Index: h.Index, Hash: strings.Repeat("0", 64), Rows: h.Rows}} {
+		target := filepath.Join(t.TempDir(), "duck.db")
+		if _, err := InstallBackup(path, target, &want); !errors.Is(err, ErrBackupHashMismatch) {
+			t.Fatalf("install against %+v: %v, want ErrBackupHashMismatch", want, err)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
+			t.Fatalf("a refused restore left %v behind", entries)
+		}
+	}
+
+	// A new single-node cluster seeded from it, checked against its hash.
 	dir := t.TempDir()
-	got, err := InstallBackup(path, filepath.Join(dir, "duck.db"))
-	if err != nil || got != h.Index {
-		t.Fatalf("install: %d, %v; want %d", got, err, h.Index)
+	got, err := InstallBackup(path, filepath.Join(dir, "duck.db"), &h)
+	if err != nil || got != h {
+		t.Fatalf("install: %+v, %v; want %+v", got, err, h)
 	}
 	r := &testNode{id: "r0", dir: dir}
 	t.Cleanup(func() { r.stop(t, true) })
@@ -155,7 +169,7 @@ func TestInstallBackupRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := filepath.Join(t.TempDir(), "duck.db")
-			_, err := InstallBackup(tc.file, target)
+			_, err := InstallBackup(tc.file, target, nil)
 			if !errors.Is(err, ErrNotBackup) {
 				t.Fatalf("err = %v, want ErrNotBackup", err)
 			}
@@ -166,7 +180,7 @@ func TestInstallBackupRefuses(t *testing.T) {
 		})
 	}
 	t.Run("existing database", func(t *testing.T) {
-		if _, err := InstallBackup(plain, plain); err == nil {
+		if _, err := InstallBackup(plain, plain, nil); err == nil {
 			t.Fatal("restore over an existing database succeeded")
 		}
 	})

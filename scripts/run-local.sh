@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local 3-node duckraft cluster on loopback (data in ./duckraft-data)
-# and prints how to connect. Ctrl-C stops it.
+# and prints how to connect. Ctrl-C stops it. n1 bootstraps the cluster and
+# generates its key in duckraft-data/n1/cluster.key (mode 0600); n2 and n3
+# are given that file: the token, which clients hold, makes nobody a member.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DUCKRAFT_TOKEN:=duckraft-local-token}"
@@ -13,14 +15,21 @@ stop() {
 }
 trap stop EXIT INT TERM
 
+key=duckraft-data/n1/cluster.key
 start() { # id quack-port raft-port gossip-port [join]
 	local args=(--id "$1" --data "duckraft-data/$1" --quack "127.0.0.1:$2" --raft "127.0.0.1:$3"
 		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))" --token "$DUCKRAFT_TOKEN")
-	[ -n "${5:-}" ] && args+=(--join "$5")
+	[ -n "${5:-}" ] && args+=(--join "$5" --cluster-key-file "$key")
 	bin/duckraftd "${args[@]}" >"duckraft-data/$1.log" 2>&1 &
 	pids+=($!)
 }
 start n1 9494 9495 9496
+# n1 writes its key before it serves.
+for _ in $(seq 1 50); do
+	[ -s "$key" ] && break
+	sleep 0.2
+done
+[ -s "$key" ] || { echo "n1 did not start (an old duckraft-data? remove it); its log:"; tail -5 duckraft-data/n1.log; exit 1; }
 sleep 1
 start n2 9504 9505 9506 127.0.0.1:9496
 start n3 9514 9515 9516 127.0.0.1:9496
@@ -37,6 +46,7 @@ cat <<MSG
 
 duckraft: a 3-node cluster is running on loopback (logs in duckraft-data/n*.log).
   token:   $DUCKRAFT_TOKEN
+  members: the cluster key is in $key (a joining node needs --cluster-key-file with a copy)
   nodes:   quack:127.0.0.1:9494  quack:127.0.0.1:9504  quack:127.0.0.1:9514
   shell:   DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft --server quack:127.0.0.1:9504
   status:  DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft status

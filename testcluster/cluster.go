@@ -15,6 +15,7 @@ package testcluster
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -80,6 +81,18 @@ type Cluster struct {
 	voters int // the voter count every node keeps (duckraftd --voters)
 	net    *network
 	Nodes  []*Node
+
+	// key is the members' key and keyFile a copy of it (mode 0600), which
+	// every start but the first node's first is given (duckraftd
+	// --cluster-key-file), as an operator gives joiners a copy of the
+	// bootstrap node's: the first node generates the key when it
+	// bootstraps, as any node started without one does, and the copy
+	// outlives its data directory. A duckraftd that predates generated keys
+	// (an older build an upgrade test starts first) generates none: then
+	// the cluster makes the key and gives it to every start (see keyArgs).
+	// Nil until known.
+	key     []byte
+	keyFile string
 }
 
 // Node is one node of a cluster: a duckraftd process or an in-process
@@ -122,12 +135,16 @@ type Node struct {
 func Start(t testing.TB, voters int, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, dir: t.TempDir(), opts: opts, voters: voters}
+	c.keyFile = filepath.Join(c.dir, "cluster.key")
 	if opts.InProcess {
 		if len(opts.Args) > 0 {
 			t.Fatal("testcluster: Options.Args are duckraftd flags, for process mode; in-process, use Options.Configure")
 		}
 	} else if c.bin = opts.Binary; c.bin == "" {
 		c.bin = Binary(t)
+	}
+	if !opts.InProcess && !hasFlag(c.bin, "cluster-key-file") {
+		c.setKey(t, clusterkey.Generate())
 	}
 	for i := 0; i < voters+opts.Replicas; i++ {
 		n := &Node{
@@ -155,10 +172,16 @@ func Start(t testing.TB, voters int, opts Options) *Cluster {
 		for _, n := range c.Nodes {
 			c.net.add(t, n)
 		}
+		if c.key != nil {
+			c.net.setKey(t, c.key)
+		}
 	}
 	for _, n := range c.Nodes {
 		n.start(t)
 		if n == c.Nodes[0] {
+			if c.key == nil {
+				c.keepKey(t, n)
+			}
 			c.WaitForLeader(t, 20*time.Second)
 		}
 	}
@@ -203,24 +226,78 @@ func Binary(t testing.TB) string {
 // upgrade test starts may not, and without the flag every node would take
 // the default port.
 func httpArgs(bin, addr string) []string {
-	httpFlagMu.Lock()
-	defer httpFlagMu.Unlock()
-	has, ok := httpFlag[bin]
-	if !ok {
-		out, _ := exec.Command(bin, "-h").CombinedOutput()
-		has = strings.Contains(string(out), "-http ")
-		httpFlag[bin] = has
-	}
-	if !has {
+	if !hasFlag(bin, "http") {
 		return nil
 	}
 	return []string{"--http", addr}
 }
 
+// hasFlag reports whether the duckraftd at bin has the flag name, by its
+// --help, read once per binary.
+func hasFlag(bin, name string) bool {
+	helpMu.Lock()
+	defer helpMu.Unlock()
+	text, ok := helpText[bin]
+	if !ok {
+		out, _ := exec.Command(bin, "-h").CombinedOutput()
+		text = string(out)
+		helpText[bin] = text
+	}
+	return strings.Contains(text, "-"+name+" ")
+}
+
 var (
-	httpFlagMu sync.Mutex
-	httpFlag   = map[string]bool{}
+	helpMu   sync.Mutex
+	helpText = map[string]string{}
 )
+
+// setKey makes key the cluster's: kept in keyFile and given to the Raft
+// proxies.
+func (c *Cluster) setKey(t testing.TB, key []byte) {
+	t.Helper()
+	if err := clusterkey.WriteFile(c.keyFile, key); err != nil {
+		t.Fatal(err)
+	}
+	c.key = key
+	if c.net != nil {
+		c.net.setKey(t, key)
+	}
+}
+
+// keepKey takes the key the first node generated when it bootstrapped.
+func (c *Cluster) keepKey(t testing.TB, first *Node) {
+	t.Helper()
+	key, _, err := clusterkey.ReadFile(filepath.Join(first.Dir, daemon.KeyFileName))
+	if err != nil {
+		t.Fatalf("the key %s generated: %v", first.ID, err)
+	}
+	c.setKey(t, key)
+}
+
+// keyArgs are the flags that give a start of the duckraftd at bin the
+// cluster key: none before there is one (the first node's first start
+// generates it), the copy's path, or, to a build without
+// --cluster-key-file, the key itself, which every build takes.
+func (c *Cluster) keyArgs(bin string) []string {
+	switch {
+	case c.key == nil:
+		return nil
+	case hasFlag(bin, "cluster-key-file"):
+		return []string{"--cluster-key-file", c.keyFile}
+	default:
+		return []string{"--cluster-key", hex.EncodeToString(c.key)}
+	}
+}
+
+// api calls the nodes' API as a member does: with the client token (an
+// admin's), and the node credential of the cluster key.
+func (c *Cluster) api() *nodeapi.Client {
+	api := &nodeapi.Client{Token: Token}
+	if c.key != nil {
+		api.Node = clusterkey.NodeAPI(c.key)
+	}
+	return api
+}
 
 // freeAddr returns a loopback address no other node of this test binary
 // was given (see package freeport for why not port 0).
@@ -263,6 +340,7 @@ func (n *Node) args(bin string) []string {
 		"--gossip", n.GossipAddr, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback",
 		"--voters", strconv.Itoa(n.c.voters)}
 	a = append(a, httpArgs(bin, n.HTTPAddr)...)
+	a = append(a, n.c.keyArgs(bin)...)
 	if n.join != "" {
 		a = append(a, "--join", n.join)
 	}
@@ -302,6 +380,9 @@ func (n *Node) config() daemon.Config {
 	}
 	if n.quackListen != "" {
 		cfg.QuackAdvertise = n.QuackAddr
+	}
+	if n.c.key != nil {
+		cfg.ClusterKeyFile = n.c.keyFile
 	}
 	if n.restoring() {
 		cfg.Restore = n.c.opts.Restore
@@ -473,11 +554,6 @@ func (n *Node) Client(t testing.TB) *client.Conn {
 	return c
 }
 
-// api calls the nodes' API as a member does: with the client token, and
-// the node credential of the cluster key derived from it (the nodes are
-// started without --cluster-key).
-var api = &nodeapi.Client{Token: Token, Node: clusterkey.NodeAPI(clusterkey.FromToken(Token))}
-
 // apiTimeout bounds a status or hash request to a node.
 const apiTimeout = 2 * time.Second
 
@@ -485,7 +561,7 @@ const apiTimeout = 2 * time.Second
 func (n *Node) Status() (nodeapi.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	st, err := api.Status(ctx, n.QuackAddr)
+	st, err := n.c.api().Status(ctx, n.QuackAddr)
 	if err != nil {
 		return st, fmt.Errorf("status of %s: %w", n.ID, err)
 	}
@@ -498,7 +574,7 @@ func (n *Node) Status() (nodeapi.Status, error) {
 func (n *Node) TransferLeadership(to string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := api.TransferLeadership(ctx, n.QuackAddr, to)
+	res, err := n.c.api().TransferLeadership(ctx, n.QuackAddr, to)
 	if err != nil {
 		return res.LeaderID, fmt.Errorf("transfer leadership from %s: %w", n.ID, err)
 	}
@@ -510,7 +586,7 @@ func (n *Node) TransferLeadership(to string) (string, error) {
 func (n *Node) StateHash() (index uint64, hash string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	h, err := api.Hash(ctx, n.QuackAddr)
+	h, err := n.c.api().Hash(ctx, n.QuackAddr)
 	if err != nil {
 		return 0, "", fmt.Errorf("hash of %s: %w", n.ID, err)
 	}

@@ -2,6 +2,8 @@ package testcluster_test
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
@@ -98,7 +101,7 @@ func TestClientTokenCannotForward(t *testing.T) {
 // TestOperatorCertificates: nodes started with --raft-tls-cert/-key/-ca
 // form a cluster on the operator's CA, and a peer holding a certificate of
 // the CA derived from the cluster key (what the nodes would use without the
-// flags) is refused.
+// flags; the first node generated it) is refused.
 func TestOperatorCertificates(t *testing.T) {
 	dir := t.TempDir()
 	opKey := []byte("operator PKI seed for this test")
@@ -130,7 +133,13 @@ func TestOperatorCertificates(t *testing.T) {
 	exec(t, leader.Client(t), "CREATE TABLE t AS SELECT 1 AS x")
 	c.WaitConverged(t, 30*time.Second)
 
-	derived, err := clusterkey.RaftTLS(clusterkey.FromToken(testcluster.Token), "n9")
+	// The key the first node generated, which the nodes' own CA would
+	// come from.
+	key, _, err := clusterkey.ReadFile(filepath.Join(c.Nodes[0].Dir, "cluster.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived, err := clusterkey.RaftTLS(key, "n9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +156,132 @@ func TestOperatorCertificates(t *testing.T) {
 		conn.Close()
 		if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
 			t.Errorf("%s: a certificate of the derived CA was accepted (%v)", n.ID, err)
+		}
+	}
+}
+
+// tokenDerivedKey is the cluster key earlier releases derived from the
+// client token when no --cluster-key was given: what any holder of the
+// token could compute.
+func tokenDerivedKey(t *testing.T, token string) []byte {
+	t.Helper()
+	k, err := hkdf.Key(sha256.New, []byte(token), nil, "duckraft cluster key from token", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// tlsStream is a raft.StreamLayer that dials with conf: an attacker's Raft
+// transport holding a member's certificate, as far as it can make one.
+type tlsStream struct {
+	net.Listener
+	conf *tls.Config
+}
+
+func (s tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.conf)
+}
+
+// TestTokenHolderIsNoMember: in a cluster of real duckraftd processes
+// started as the README starts them — a token and no --cluster-key — a
+// client holding the admin token cannot act as a member with the key it
+// can derive from the token: its Raft RPCs, under a certificate of the CA
+// derived from that key and the leader's ID, get no answer from any node;
+// its forwarded write with the node credential derived from it is
+// refused; and it cannot join gossip with the gossip key derived from it.
+// Nothing it sent is applied, the leader keeps leading, and no node logs
+// the cluster key.
+func TestTokenHolderIsNoMember(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitForLeader(t, 30*time.Second)
+	conn := leader.Client(t)
+	exec(t, conn, "CREATE TABLE t(id INTEGER)")
+	derived := tokenDerivedKey(t, testcluster.Token)
+
+	// Raft, as the leader.
+	conf, err := clusterkey.RaftTLS(derived, leader.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := raft.NewNetworkTransport(tlsStream{Listener: l, conf: conf}, 1, 5*time.Second, io.Discard)
+	defer out.Close()
+	data, err := wal.Batch{Commands: []wal.Command{{Entry: wal.Statement{SQL: "INSERT INTO t VALUES (666)"}}}}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.ID), Addr: []byte(leader.RaftAddr)}
+	for _, n := range c.Nodes {
+		id, addr := raft.ServerID(n.ID), raft.ServerAddress(n.RaftAddr)
+		// A stale term: a member's node answers it (refusing the entries),
+		// so an answer is what tells a member's connection from a refused
+		// one.
+		ae := &raft.AppendEntriesRequest{RPCHeader: h, Term: 1, Entries: []*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}}}
+		var aeResp raft.AppendEntriesResponse
+		if err := out.AppendEntries(id, addr, ae, &aeResp); err == nil {
+			t.Errorf("%s answered the token holder's AppendEntries: %+v", n.ID, aeResp)
+		}
+		rv := &raft.RequestVoteRequest{RPCHeader: h, Term: 1, LastLogIndex: 1 << 30, LastLogTerm: 1}
+		var rvResp raft.RequestVoteResponse
+		if err := out.RequestVote(id, addr, rv, &rvResp); err == nil {
+			t.Errorf("%s answered the token holder's RequestVote: %+v", n.ID, rvResp)
+		}
+	}
+
+	// Node API (before gossip: a member the token holder gossiped in
+	// would change what the leader accepts).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	api := &nodeapi.Client{Node: clusterkey.NodeAPI(derived)}
+	cmd := wal.Command{Entry: wal.Statement{SQL: "CREATE TABLE forwarded(x INTEGER)"}}
+	if _, err := api.Write(ctx, leader.QuackAddr, cmd); nodeapi.CodeOf(err) != nodeapi.CodeUnauthorized {
+		t.Errorf("forwarded write with the node credential derived from the token: %v, want %s", err, nodeapi.CodeUnauthorized)
+	}
+
+	// Gossip.
+	g, err := cluster.NewGossip(cluster.Config{
+		Meta:     cluster.Meta{ID: "n9", Role: cluster.RoleVoter, RaftAddr: l.Addr().String(), QuackAddr: "127.0.0.1:1"},
+		BindAddr: "127.0.0.1:0", Key: clusterkey.Gossip(derived), Timing: cluster.LoopbackTiming(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown()
+	for _, n := range c.Nodes {
+		if joined, err := g.Join(n.GossipAddr); err == nil || joined != 0 {
+			t.Errorf("the token holder joined gossip through %s: %d, %v", n.ID, joined, err)
+		}
+	}
+	if m := g.Members(); len(m) != 1 {
+		t.Errorf("the token holder's gossip sees %d members, want itself alone", len(m))
+	}
+
+	exec(t, conn, "INSERT INTO t VALUES (1)")
+	c.WaitConverged(t, 30*time.Second)
+	if got := c.WaitForLeader(t, 30*time.Second); got != leader {
+		t.Errorf("leader is %s, want %s", got.ID, leader.ID)
+	}
+	for _, n := range c.Nodes {
+		nc := n.Client(t)
+		exec(t, nc, "SET duckraft_consistency = 'any'")
+		if got := queryInts(t, nc, "SELECT count(*) FROM t WHERE id = 666"); got[0] != 0 {
+			t.Errorf("%s applied the token holder's entry", n.ID)
+		}
+		if got := queryInts(t, nc, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'forwarded'"); got[0] != 0 {
+			t.Errorf("%s applied the token holder's forwarded write", n.ID)
+		}
+	}
+	key, err := os.ReadFile(filepath.Join(c.Nodes[0].Dir, "cluster.key"))
+	if err != nil {
+		t.Fatalf("the bootstrap node's key file: %v", err)
+	}
+	for _, n := range c.Nodes {
+		if strings.Contains(n.Log(), strings.TrimSpace(string(key))) {
+			t.Errorf("%s logged the cluster key", n.ID)
 		}
 	}
 }

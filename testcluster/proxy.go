@@ -18,13 +18,13 @@ import (
 // it goes through the proxy.
 //
 // Raft speaks mutual TLS, so a proxy is a member in the middle: it holds a
-// certificate of the cluster's CA (derived from the key the nodes derive
-// from Token), ends each dialer's TLS, learns who is dialing from the
-// dialer's certificate, whose common name is its node ID, and dials the
-// destination with TLS of its own.
+// certificate of the cluster's CA (derived from the cluster's key, once the
+// first node has made it: setKey), ends each dialer's TLS, learns who is
+// dialing from the dialer's certificate, whose common name is its node ID,
+// and dials the destination with TLS of its own.
 type network struct {
-	tls    *tls.Config
 	mu     sync.Mutex
+	tls    *tls.Config    // nil until setKey
 	group  map[string]int // node ID → partition group; empty when healed
 	silent bool           // the partition stalls links instead of closing them
 	// changed is closed, and replaced, whenever the partition changes, to
@@ -45,11 +45,27 @@ type LinkStats struct {
 
 func newNetwork(t testing.TB) *network {
 	t.Helper()
-	conf, err := clusterkey.RaftTLS(clusterkey.FromToken(Token), "raft-proxy")
+	return &network{group: map[string]int{}, changed: make(chan struct{})}
+}
+
+// setKey gives the proxies a member's certificate of the cluster key's CA.
+func (nw *network) setKey(t testing.TB, key []byte) {
+	t.Helper()
+	conf, err := clusterkey.RaftTLS(key, "raft-proxy")
 	if err != nil {
 		t.Fatalf("raft proxy TLS: %v", err)
 	}
-	return &network{tls: conf, group: map[string]int{}, changed: make(chan struct{})}
+	nw.mu.Lock()
+	nw.tls = conf
+	nw.mu.Unlock()
+}
+
+// conf is the proxies' TLS, nil before setKey: no node dials another before
+// the first node made the key.
+func (nw *network) conf() *tls.Config {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.tls
 }
 
 func (nw *network) count(f func(*LinkStats)) {
@@ -237,7 +253,7 @@ func (p *raftProxy) handle(raw net.Conn) {
 		c.Close()
 		return
 	}
-	s, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", p.target, p.nw.tls)
+	s, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", p.target, p.nw.conf())
 	if err != nil {
 		// The node is down: the dialer sees the connection drop, as it would
 		// see a refused dial.
@@ -295,7 +311,11 @@ func (p *raftProxy) pump(l *link, to, from net.Conn) {
 // accept ends the dialer's TLS on raw and returns the connection and the
 // dialer's node ID, the common name of its certificate.
 func (p *raftProxy) accept(raw net.Conn) (net.Conn, string, error) {
-	c := tls.Server(raw, p.nw.tls)
+	conf := p.nw.conf()
+	if conf == nil {
+		return nil, "", fmt.Errorf("raft proxy to %s: no cluster key yet", p.dst)
+	}
+	c := tls.Server(raw, conf)
 	raw.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer raw.SetDeadline(time.Time{})
 	if err := c.Handshake(); err != nil {

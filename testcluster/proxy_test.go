@@ -15,7 +15,8 @@ import (
 func TestProxyIdentifiesByCertificate(t *testing.T) {
 	nw := newNetwork(t)
 	t.Cleanup(nw.close)
-	key := clusterkey.FromToken(Token)
+	key := clusterkey.Generate()
+	nw.setKey(t, key)
 	server, err := clusterkey.RaftTLS(key, "n2")
 	if err != nil {
 		t.Fatal(err)

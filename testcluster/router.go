@@ -45,11 +45,12 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 			t.Fatal("testcluster: router flags are for process mode")
 		}
 		r.run = startInProcess(t, r.ID, daemon.Config{Router: true, ID: r.ID, DataDir: dir, QuackAddr: r.QuackAddr,
-			GossipAddr: r.GossipAddr, HTTPAddr: r.HTTPAddr, Join: join, Token: Token, GossipTiming: cluster.LoopbackTiming()}, &r.log)
+			GossipAddr: r.GossipAddr, HTTPAddr: r.HTTPAddr, Join: join, Token: Token, ClusterKeyFile: c.keyFile,
+			GossipTiming: cluster.LoopbackTiming()}, &r.log)
 	} else {
 		a := append([]string{"--router", "--id", r.ID, "--data", dir, "--quack", r.QuackAddr,
 			"--gossip", r.GossipAddr, "--join", join, "--token", Token, "--log-level", "debug", "--gossip-profile", "loopback"},
-			append(httpArgs(c.bin, r.HTTPAddr), args...)...)
+			append(append(httpArgs(c.bin, r.HTTPAddr), c.keyArgs(c.bin)...), args...)...)
 		r.run = startProcess(t, r.ID, c.bin, a, &r.log, r.QuackAddr)
 	}
 	t.Cleanup(func() {
@@ -59,7 +60,7 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	probe := (&Node{QuackAddr: r.QuackAddr})
+	probe := &Node{c: c, QuackAddr: r.QuackAddr}
 	for {
 		if st, err := probe.Status(); err == nil && st.LeaderID != "" {
 			return r

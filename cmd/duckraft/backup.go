@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,12 +37,22 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "backup at applied index %d written to %s (%d bytes, %d rows, state hash %s)\n", h.Index, out, size, h.Rows, h.Hash)
+	fmt.Fprintf(stdout, "state hash recorded in %s%s: keep it beside the backup, duckraftd --restore checks the backup against it\n", out, hashSuffix)
 	return 0
 }
 
+// hashSuffix names the file beside a backup that records its state hash:
+// the JSON of nodeapi.StateHash, which duckraftd --restore checks the
+// backup against (replication.BackupHashSuffix; the CLI does not link
+// replication).
+const hashSuffix = ".hash"
+
 // backup streams the backup of the node at addr to out atomically: into
 // out.tmp, synced, then renamed over out, so out is either the old file or
-// a complete backup. A backup cut short leaves nothing.
+// a complete backup. A backup cut short leaves nothing. The state hash the
+// node answered is recorded beside it in out.hash, written the same way;
+// the old out.hash goes before out is replaced, so a crash between the
+// two renames leaves a backup without a hash, never with another's.
 func backup(ctx context.Context, api *nodeapi.Client, addr, out string) (nodeapi.StateHash, int64, error) {
 	tmp := out + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -55,10 +66,22 @@ func backup(ctx context.Context, api *nodeapi.Client, addr, out string) (nodeapi
 	}
 	err = errors.Join(err, f.Close())
 	if err == nil {
+		err = writeSynced(out+hashSuffix+".tmp", h)
+	}
+	if err == nil {
+		if err = os.Remove(out + hashSuffix); errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	}
+	if err == nil {
 		err = os.Rename(tmp, out)
+	}
+	if err == nil {
+		err = os.Rename(out+hashSuffix+".tmp", out+hashSuffix)
 	}
 	if err != nil {
 		os.Remove(tmp)
+		os.Remove(out + hashSuffix + ".tmp")
 		return h, 0, err
 	}
 	d, err := os.Open(filepath.Dir(out))
@@ -67,6 +90,23 @@ func backup(ctx context.Context, api *nodeapi.Client, addr, out string) (nodeapi
 	}
 	defer d.Close()
 	return h, cw.n, d.Sync()
+}
+
+// writeSynced writes h as JSON to a new file at path and syncs it.
+func writeSynced(path string, h nodeapi.StateHash) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }
 
 type countingWriter struct {

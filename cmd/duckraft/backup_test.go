@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -87,6 +90,11 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if _, err := os.Stat(out + ".tmp"); !os.IsNotExist(err) {
 		t.Fatalf("backup left %s.tmp: %v", out, err)
 	}
+	var recorded nodeapi.StateHash
+	if b, err := os.ReadFile(out + ".hash"); err != nil || json.Unmarshal(b, &recorded) != nil ||
+		recorded != (nodeapi.StateHash{Index: index, Hash: hash, Rows: rows}) {
+		t.Fatalf("%s.hash holds %+v (%v); want the printed index %d, rows %d, hash %s", out, recorded, err, index, rows, hash)
+	}
 	t.Logf("backup at index %d: %d bytes, %d rows", index, size, rows)
 
 	// A plain DuckDB opens it and sees the rows, the view and the index.
@@ -112,6 +120,30 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	srcHash := c.WaitConverged(t, 60*time.Second)
 	if srcHash == hash {
 		t.Fatal("the source did not move past the backup: the test proves nothing about a pinned index")
+	}
+
+	// A copy changed since (one row more) is refused by a real duckraftd:
+	// its state hash is not the recorded one.
+	changed := filepath.Join(t.TempDir(), "changed.duckdb")
+	for _, f := range []string{"", ".hash"} {
+		if err := copyFile(out+f, changed+f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if db, err := sql.Open("duckdb", changed); err != nil {
+		t.Fatal(err)
+	} else if _, err := db.Exec("INSERT INTO t(node, v) VALUES ('forged', 0)"); err != nil {
+		t.Fatal(err)
+	} else {
+		db.Close()
+	}
+	// Were it restored, the node would serve until killed at the deadline.
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	dd := exec.CommandContext(dctx, testcluster.Binary(t), "--id", "f1", "--data", filepath.Join(t.TempDir(), "f1"), "--restore", changed,
+		"--quack", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--http", "off", "--token", testcluster.Token)
+	if msg, err := dd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "the backup's state hash is not the one recorded") {
+		t.Fatalf("duckraftd --restore of a changed backup: %v\n%s", err, msg)
 	}
 
 	// A new cluster seeded from the backup.

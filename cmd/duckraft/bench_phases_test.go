@@ -161,7 +161,7 @@ func startPhaseCluster(name, daemon, dir, token string) (*phaseCluster, error) {
 		if i == 0 {
 			firstGossip = gossip
 		} else {
-			args = append(args, "--join", firstGossip)
+			args = append(args, joinArgs(firstGossip, filepath.Join(dir, "n1"))...)
 		}
 		cmd := exec.Command(daemon, args...)
 		cmd.Stdout, cmd.Stderr = io.Discard, logf

@@ -201,7 +201,7 @@ func startReadCluster(daemon, dir, token string, voters, replicas int, proxied b
 		if i == 0 {
 			firstGossip = gossip
 		} else {
-			args = append(args, "--join", firstGossip)
+			args = append(args, joinArgs(firstGossip, filepath.Join(dir, "n1"))...)
 		}
 		n.cmd = exec.Command(daemon, args...)
 		n.cmd.Stdout, n.cmd.Stderr = io.Discard, logf

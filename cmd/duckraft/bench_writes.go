@@ -46,7 +46,7 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 		if i == 0 {
 			firstGossip = gossip
 		} else {
-			args = append(args, "--join", firstGossip)
+			args = append(args, joinArgs(firstGossip, filepath.Join(dir, "n1"))...)
 		}
 		cmd := exec.Command(daemon, append(args, extra...)...)
 		cmd.Stdout, cmd.Stderr = io.Discard, logf
@@ -78,6 +78,14 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 		return nil, withLogTail(fmt.Errorf("cluster of %d did not form within 60s", n), dir)
 	}
 	return nodes, nil
+}
+
+// joinArgs are the flags of a daemon that joins the cluster the first
+// one, with data directory firstData, bootstrapped: its gossip address
+// and the cluster key it generated there (which the joiner reads from
+// that file: the first node is up, so the file is in place).
+func joinArgs(firstGossip, firstData string) []string {
+	return []string{"--join", firstGossip, "--cluster-key-file", filepath.Join(firstData, "cluster.key")}
 }
 
 // stopBenchCluster ends the daemons, resuming any the failover benchmark

@@ -84,7 +84,8 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.Uint64Var(&c.MaxStaleness, "max-staleness", 1000, "log entries a bounded read may lag behind")
 	fs.IntVar(&c.Voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
-	fs.StringVar(&c.clusterKey, "cluster-key", "", "the members' credential, 32/48/64 hex digits: gossip, Raft TLS and node-to-node requests are keyed by it. Default: derived from the token, which lets every client holding the token act as a member; production clusters set their own")
+	fs.StringVar(&c.clusterKey, "cluster-key", "", "the members' credential, 32/48/64 hex digits: gossip, Raft TLS and node-to-node requests are keyed by it. Default: read from --cluster-key-file, else from <data>/cluster.key, which a node bootstrapping a new cluster generates (mode 0600); a node that joins must be given it")
+	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key in hex, e.g. a copy of the bootstrap node's <data>/cluster.key; excludes --cluster-key")
 	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "Raft transport certificate file (PEM), instead of one issued from the cluster key; with --raft-tls-key and --raft-tls-ca")
 	fs.StringVar(&c.RaftTLSKey, "raft-tls-key", "", "Raft transport key file (PEM)")
 	fs.StringVar(&c.RaftTLSCA, "raft-tls-ca", "", "CA certificates (PEM) that sign every member's Raft certificate, and members' only")
@@ -97,7 +98,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.DurationVar(&c.StageTimeout, "stage-timeout", daemon.DefaultStageTimeout, "how long rows staged by an unfinished transaction may sit idle before the leader drops them (negative: never)")
 	fs.StringVar(&c.gossipProfile, "gossip-profile", "lan", "gossip timing: lan, or loopback for fast failure detection in tests")
 	fs.StringVar(&c.Token, "token", "", "admin token; generated and kept in the data directory when empty and no --tokens file is given")
-	fs.StringVar(&c.TokensFile, "tokens", "", "file of client tokens with roles, one 'ROLE TOKEN' per line, roles read, write and admin; re-read on SIGHUP. Without --token it needs --cluster-key")
+	fs.StringVar(&c.TokensFile, "tokens", "", "file of client tokens with roles, one 'ROLE TOKEN' per line, roles read, write and admin; re-read on SIGHUP")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key file")
 	fs.StringVar(&c.Authorizer, "authorizer", "", "name of a SQL macro fn(session_id, sql) that authorizes each statement")
@@ -155,6 +156,9 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	}
 	if c.Token != "" && len(c.Token) < 4 {
 		return nil, errors.New("--token must be at least 4 characters long")
+	}
+	if c.clusterKey != "" && c.ClusterKeyFile != "" {
+		return nil, errors.New("--cluster-key and --cluster-key-file exclude each other")
 	}
 	if c.clusterKey != "" {
 		k, err := clusterkey.Parse(c.clusterKey)
@@ -272,6 +276,10 @@ func run(args []string) error {
 	}
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", addr, token)
 	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, addr)
+	if kf := d.KeyFile(); kf != "" {
+		// The path, never the key.
+		fmt.Printf("  members: join with --join %s --cluster-key-file <a copy of %s>\n", c.GossipAddr, kf)
+	}
 	if h := d.HTTPAddr(); h != "" {
 		scheme := "http"
 		if c.TLSCert != "" {

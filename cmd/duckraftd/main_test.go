@@ -119,6 +119,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad gossip profile", []string{"--gossip-profile", "wan"}, nil, []string{"--gossip-profile", "wan"}},
 		{"unknown flag", []string{"--quack-addr", "x"}, nil, []string{"quack-addr"}},
 		{"positional argument", []string{"serve"}, nil, []string{"unexpected arguments", "serve"}},
+		{"two cluster keys", []string{"--cluster-key", strings.Repeat("ab", 32), "--cluster-key-file", "/k"}, nil,
+			[]string{"--cluster-key", "--cluster-key-file", "exclude"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +154,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 		"--quack string", `(env DUCKRAFT_QUACK, default "127.0.0.1:9494")`,
 		"--token string", `(env DUCKRAFT_TOKEN, default "")`,
 		"--cluster-key string", "(env DUCKRAFT_CLUSTER_KEY,",
+		"--cluster-key-file string", `(env DUCKRAFT_CLUSTER_KEY_FILE, default "")`,
 		"--config file", "--log-format string", `default "text"`,
 		"--reap-after duration", `default "30s"`,
 	} {

@@ -221,11 +221,15 @@ func (d *Daemon) writeScheduled(ctx context.Context, tmp string, start time.Time
 	if err := syncDir(filepath.Dir(name)); err != nil {
 		return name, st.Size(), h.Index, fmt.Errorf("backup: sync %s: %w", filepath.Dir(name), err)
 	}
+	if err := replication.WriteBackupHash(name, h); err != nil {
+		return name, st.Size(), h.Index, fmt.Errorf("backup %s written, its state hash not recorded: %w", name, err)
+	}
 	return name, st.Size(), h.Index, nil
 }
 
-// pruneBackups deletes the oldest backups in dir beyond the newest keep.
-// Only files named as scheduled backups count; nothing else is touched.
+// pruneBackups deletes the oldest backups in dir beyond the newest keep,
+// each with the state hash recorded beside it. Only files named as
+// scheduled backups count; nothing else is touched.
 func pruneBackups(dir string, keep int) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -240,7 +244,13 @@ func pruneBackups(dir string, keep int) error {
 	slices.Sort(names)
 	var errs []error
 	for len(names) > keep {
-		errs = append(errs, os.Remove(filepath.Join(dir, names[0])))
+		path := filepath.Join(dir, names[0])
+		errs = append(errs, os.Remove(path))
+		for _, beside := range []string{path + replication.BackupHashSuffix, path + replication.BackupHashSuffix + ".tmp"} {
+			if err := os.Remove(beside); !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 		names = names[1:]
 	}
 	return errors.Join(errs...)
@@ -256,8 +266,8 @@ func syncDir(dir string) error {
 }
 
 // checkRestore checks what --restore needs: a new cluster's first node,
-// and a data directory with nothing in it but perhaps the token (kept
-// from an earlier attempt that was refused).
+// and a data directory with nothing in it but perhaps the token and the
+// cluster key (kept from an earlier attempt that was refused).
 func checkRestore(c Config) error {
 	if c.Router || c.Replica || c.Join != "" {
 		return errors.New("--restore seeds a new cluster on its first node: it excludes --join, --replica and --router (the other nodes join it and receive the data as a Raft snapshot)")
@@ -274,7 +284,7 @@ func checkRestore(c Config) error {
 	}
 	var found []string
 	for _, e := range entries {
-		if e.Name() != "token" {
+		if e.Name() != "token" && e.Name() != KeyFileName {
 			found = append(found, e.Name())
 		}
 	}
@@ -289,12 +299,26 @@ func checkRestore(c Config) error {
 // is done by starting a new cluster, never over a live one.
 var ErrDataDirNotEmpty = errors.New("--restore needs an empty data directory")
 
-// restore installs the backup Config.Restore as the node's database.
+// restore installs the backup Config.Restore as the node's database,
+// checked against the state hash recorded beside it when there is one.
 func (d *Daemon) restore(dbPath string) error {
-	idx, err := replication.InstallBackup(d.cfg.Restore, dbPath)
+	from := d.cfg.Restore
+	want, recorded, err := replication.ReadBackupHash(from)
+	if err != nil {
+		return fmt.Errorf("--restore: %w; remove it to restore without the check", err)
+	}
+	var wantp *replication.StateHash
+	if recorded {
+		wantp = &want
+	} else {
+		d.log.Warn("restore: no state hash recorded beside the backup; its contents are checked but not against a hash",
+			"file", from, "hash_file", from+replication.BackupHashSuffix)
+	}
+	h, err := replication.InstallBackup(from, dbPath, wantp)
 	if err != nil {
 		return err
 	}
-	d.log.Info("restored a backup: this node bootstraps a new cluster at its index", "file", d.cfg.Restore, "applied", idx)
+	d.log.Info("restored a backup: this node bootstraps a new cluster at its index", "file", from, "applied", h.Index,
+		"rows", h.Rows, "hash", h.Hash, "hash_checked", recorded)
 	return nil
 }

@@ -3,8 +3,11 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -217,16 +220,25 @@ func TestScheduledBackups(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	name := regexp.MustCompile(`^duckraft-\d{8}T\d{6}\.\d{3}Z-(\d+)\.duckdb$`)
-	if len(names) != 3 || names[2] != "notes.txt" || !name.MatchString(names[0]) || !name.MatchString(names[1]) {
-		t.Fatalf("backup directory holds %v; want the 2 newest backups and notes.txt", names)
+	if len(names) != 5 || names[4] != "notes.txt" || !name.MatchString(names[0]) || !name.MatchString(names[2]) ||
+		names[1] != names[0]+replication.BackupHashSuffix || names[3] != names[2]+replication.BackupHashSuffix {
+		t.Fatalf("backup directory holds %v; want the 2 newest backups, each with its hash, and notes.txt", names)
 	}
-	if !strings.HasSuffix(names[1], "-"+strconv.FormatUint(st.LastIndex, 10)+".duckdb") {
-		t.Fatalf("newest backup %s, last index %d", names[1], st.LastIndex)
+	if !strings.HasSuffix(names[2], "-"+strconv.FormatUint(st.LastIndex, 10)+".duckdb") {
+		t.Fatalf("newest backup %s, last index %d", names[2], st.LastIndex)
 	}
-	// The newest one restores.
-	r := startNode(t, Config{Restore: filepath.Join(dir, names[1])})
+	newest := filepath.Join(dir, names[2])
+	if h, ok, err := replication.ReadBackupHash(newest); err != nil || !ok || h.Index != st.LastIndex {
+		t.Fatalf("recorded hash of %s: %+v, %v, %v; want one at index %d", names[2], h, ok, err, st.LastIndex)
+	}
+	// The newest one restores, checked against its hash.
+	var log lockedBuffer
+	r := startNode(t, Config{Restore: newest, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if got := query(t, r, "SELECT count(*) >= 1000 FROM t"); got != true {
 		t.Fatalf("restored backup: %v", got)
+	}
+	if !strings.Contains(log.String(), "hash_checked=true") {
+		t.Fatalf("the restore did not check the recorded hash:\n%s", log.String())
 	}
 }
 
@@ -241,6 +253,11 @@ func TestPruneBackups(t *testing.T) {
 			"duckraft-20260101T000000.000Z-90.duckdb", "duckraft-20260102T000000.000Z-7.duckdb",
 			"duckraft-20260103T000000.000Z-8.duckdb"}, []string{
 			"duckraft-20260102T000000.000Z-7.duckdb", "duckraft-20260103T000000.000Z-8.duckdb"}, 2},
+		{"recorded hashes go with their backups", []string{
+			"duckraft-20260101T000000.000Z-1.duckdb", "duckraft-20260101T000000.000Z-1.duckdb.hash",
+			"duckraft-20260101T000000.000Z-1.duckdb.hash.tmp", "duckraft-20260102T000000.000Z-2.duckdb",
+			"duckraft-20260102T000000.000Z-2.duckdb.hash"}, []string{
+			"duckraft-20260102T000000.000Z-2.duckdb", "duckraft-20260102T000000.000Z-2.duckdb.hash"}, 1},
 		{"other files stay", []string{
 			"duckraft-20260101T000000.000Z-1.duckdb", "duckraft-20260102T000000.000Z-2.duckdb",
 			"duckraft-x.duckdb", ".partial-n1-20260101T000000.000Z.duckdb", "README"}, []string{
@@ -331,4 +348,158 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 		return 0, errors.New("client went away")
 	}
 	return len(p), nil
+}
+
+// forge copies the backup at good to a new file and runs sqls on the copy
+// with a plain DuckDB, as someone who hands an operator a doctored backup
+// would.
+func forge(t *testing.T, good string, sqls ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "forged.duckdb")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(path, engine.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, sql := range sqls {
+		if _, err := c.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("forge %q: %v", sql, err)
+		}
+	}
+	if _, err := c.Exec(context.Background(), "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRestoreForgedBackups: --restore of a doctored backup — an applied
+// index no log reaches, none at all, a metadata table missing or of
+// another shape, a damaged file, rows that are not those of the state hash
+// recorded beside it — is refused with the reason and leaves nothing
+// behind; it never panics or bootstraps a cluster from it. The backup with
+// its own recorded hash restores, into the data directory a refused
+// attempt left its token and cluster key in.
+func TestRestoreForgedBackups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft and gossip")
+	}
+	src := startNode(t, Config{})
+	query(t, src, "CREATE TABLE t AS SELECT range AS i FROM range(1000)")
+	good, h, err := backupOf(t, src, src.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := h
+	other.Hash = strings.Repeat("ab", 32)
+	otherHash, err := json.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notBackup := replication.ErrNotBackup
+	const (
+		noMarkers = "DELETE FROM _duckraft.keys"
+		setIdx    = "UPDATE _duckraft.applied SET idx = "
+		marker    = "INSERT INTO _duckraft.keys VALUES ('', %s, 0, 0, NULL, NULL, NULL)"
+	)
+	whole, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := slices.Clone(whole)
+	for i := len(damaged) / 3; i < len(damaged); i += 997 {
+		damaged[i] ^= 0x5a
+	}
+	damagedFile := filepath.Join(t.TempDir(), "damaged.duckdb")
+	if err := os.WriteFile(damagedFile, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		hash    []byte // recorded beside the file, if not nil
+		is      error  // the error wraps it, if not nil
+		message string
+	}{
+		{"applied index 0", forge(t, good, noMarkers, setIdx+"0"), nil, notBackup, "applied index 0"},
+		{"applied index 2^62", forge(t, good, noMarkers, setIdx+"4611686018427387904"), nil, notBackup, "applied index 4611686018427387904"},
+		{"applied index 2^63", forge(t, good, setIdx+"9223372036854775808"), nil, notBackup, "applied index 9223372036854775808"},
+		{"applied index 2^64-1", forge(t, good, setIdx+"18446744073709551615"), nil, notBackup, "applied index 18446744073709551615"},
+		{"marker at 2^64-1", forge(t, good, fmt.Sprintf(marker, "18446744073709551615")), nil, notBackup, "applied index 18446744073709551615"},
+		{"marker at 2^63", forge(t, good, fmt.Sprintf(marker, "9223372036854775808")), nil, notBackup, "applied index 9223372036854775808"},
+		{"no applied table", forge(t, good, "DROP TABLE _duckraft.applied"), nil, notBackup, "_duckraft.applied"},
+		{"no keys table", forge(t, good, "DROP TABLE _duckraft.keys"), nil, notBackup, "_duckraft.keys"},
+		{"no metadata schema", forge(t, good, "DROP SCHEMA _duckraft CASCADE"), nil, notBackup, "_duckraft"},
+		{"applied index as text", forge(t, good, "ALTER TABLE _duckraft.applied ALTER idx TYPE VARCHAR", setIdx+"'12'"), nil, notBackup, "_duckraft.applied"},
+		{"applied index negative", forge(t, good, "ALTER TABLE _duckraft.applied ALTER idx TYPE BIGINT", setIdx+"-1"), nil, notBackup, "_duckraft.applied"},
+		{"markers as text", forge(t, good, "ALTER TABLE _duckraft.keys ALTER idx TYPE VARCHAR"), nil, notBackup, "_duckraft.keys"},
+		{"two applied rows", forge(t, good, "INSERT INTO _duckraft.applied VALUES (2, 5)"), nil, notBackup, "_duckraft.applied"},
+		{"no applied row", forge(t, good, "DELETE FROM _duckraft.applied"), nil, notBackup, "_duckraft.applied"},
+		{"damaged file", damagedFile, nil, notBackup, "not a duckraft backup"},
+		{"rows changed since the recorded hash", forge(t, good, "UPDATE t SET i = i + 1 WHERE i = 7"), recorded,
+			replication.ErrBackupHashMismatch, "forged.duckdb.hash records index " + strconv.FormatUint(h.Index, 10)},
+		{"another backup's hash", forge(t, good), otherHash, replication.ErrBackupHashMismatch, "hash " + other.Hash},
+		{"malformed hash file", forge(t, good), []byte("index 12 hash 00\n"), nil, "is not a recorded state hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.hash != nil {
+				if err := os.WriteFile(tc.file+replication.BackupHashSuffix, tc.hash, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := Config{Restore: tc.file, DataDir: t.TempDir()}
+			cfg.ID, cfg.QuackAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.Token = "r1", freeAddr(t), freeAddr(t), freeAddr(t), "backup-test-token"
+			d, err := Start(cfg)
+			if err == nil {
+				d.Close()
+				t.Fatal("a forged backup was restored")
+			}
+			if (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("err = %v, want %v saying %q", err, tc.is, tc.message)
+			}
+			t.Logf("refused: %v", err)
+			for _, left := range []string{"duckraft.db", "duckraft.db.restoring", "raft"} {
+				if _, err := os.Stat(filepath.Join(cfg.DataDir, left)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the refused restore left %s (%v)", left, err)
+				}
+			}
+		})
+	}
+
+	t.Run("recorded hash", func(t *testing.T) {
+		file := forge(t, good)
+		if err := os.WriteFile(file+replication.BackupHashSuffix, recorded, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		refused := Config{Restore: damagedFile, DataDir: dir, ID: "r1", QuackAddr: freeAddr(t), RaftAddr: freeAddr(t),
+			GossipAddr: freeAddr(t), Token: "backup-test-token"}
+		if d, err := Start(refused); err == nil {
+			d.Close()
+			t.Fatal("the damaged backup was restored")
+		}
+		var log lockedBuffer
+		d := startNode(t, Config{Restore: file, DataDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if got := query(t, d, "SELECT count(*) FROM t"); got != int64(1000) {
+			t.Fatalf("restored %v rows, want 1000", got)
+		}
+		if !strings.Contains(log.String(), "hash_checked=true") {
+			t.Fatalf("the restore did not check the recorded hash:\n%s", log.String())
+		}
+	})
 }

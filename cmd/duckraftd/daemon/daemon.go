@@ -40,8 +40,9 @@ type Config struct {
 	// ID is the node's id, unique in the cluster and stable across
 	// restarts.
 	ID string
-	// DataDir holds the DuckDB file (duckraft.db), the Raft state (raft/)
-	// and, when Token is empty, the generated token.
+	// DataDir holds the DuckDB file (duckraft.db), the Raft state (raft/),
+	// when Token is empty the generated token, and the cluster key the
+	// node generated if it bootstrapped its cluster (KeyFileName).
 	DataDir string
 	// QuackAddr is the Quack (HTTP) listen address; RaftAddr the Raft one
 	// (unused by a router); GossipAddr the gossip one, TCP and UDP.
@@ -71,16 +72,19 @@ type Config struct {
 	Token string
 	// TokensFile names a file of client tokens with their roles, one
 	// "ROLE TOKEN" per line (package node/tokens), accepted besides
-	// Token; ReloadTokens reads it again. Without Token it needs a
-	// ClusterKey, which is otherwise derived from Token.
+	// Token; ReloadTokens reads it again.
 	TokensFile string
 	// ClusterKey (16, 24 or 32 bytes) is the members' credential: gossip's
 	// encryption key, the node API's node credential and the Raft
-	// transport's CA are derived from it (package clusterkey). Nil derives
-	// it from Token, so a cluster runs with no key to hand around, but
-	// then every client holding the token can act as a member: production
-	// clusters set a key of their own.
+	// transport's CA are derived from it (package clusterkey). Nil reads
+	// it from ClusterKeyFile, else from DataDir's KeyFileName, else a node
+	// that bootstraps a new cluster generates one there, and any other
+	// node refuses to start (ErrNoClusterKey; see loadClusterKey). No
+	// client credential implies it.
 	ClusterKey []byte
+	// ClusterKeyFile names a file holding the cluster key in hex, such as
+	// a copy of the bootstrap node's KeyFileName; it excludes ClusterKey.
+	ClusterKeyFile string
 	// RaftTLSCert, RaftTLSKey and RaftTLSCA, when set (all three), are the
 	// Raft transport's certificate, key and the CA of every member's
 	// certificate, instead of the CA derived from ClusterKey.
@@ -177,9 +181,11 @@ type Daemon struct {
 	// TokensFile's, Token as admin, and the node credential as admin
 	// (members' sessions carry routed reads). ReloadTokens replaces them.
 	keys *tokens.Keyring
-	// clusterKey is Config.ClusterKey or the one derived from the token;
-	// nodeCred the node API credential derived from it.
+	// clusterKey is the members' key (loadClusterKey); keyFile the data
+	// directory's file it was read from or generated into, if so; nodeCred
+	// the node API credential derived from it.
 	clusterKey []byte
+	keyFile    string
 	nodeCred   string
 	// peerTLS is how this node trusts the others when nodes serve HTTPS;
 	// nil when they serve plain HTTP.
@@ -237,19 +243,16 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	token := cfg.Token
 	var err error
-	switch {
-	case cfg.TokensFile == "":
+	if cfg.TokensFile == "" {
 		if token, err = loadToken(cfg.Token, cfg.DataDir); err != nil {
 			return nil, err
 		}
-	case token == "" && len(cfg.ClusterKey) == 0:
-		return nil, errors.New("a tokens file without a token needs a cluster key: the members' credentials are derived from the token otherwise")
 	}
-	key := cfg.ClusterKey
-	if len(key) == 0 {
-		key = clusterkey.FromToken(token)
+	key, keyFile, err := loadClusterKey(cfg, cfg.Logger)
+	if err != nil {
+		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, nodeCred: clusterkey.NodeAPI(key),
+	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, keyFile: keyFile, nodeCred: clusterkey.NodeAPI(key),
 		done: make(chan struct{})}
 	keys, clients, err := d.loadTokens()
 	if err != nil {
@@ -656,6 +659,11 @@ func (d *Daemon) Token() string { return d.token }
 
 // QuackAddr is the address Quack is served on.
 func (d *Daemon) QuackAddr() string { return d.l.Addr().String() }
+
+// KeyFile is the path of the data directory's cluster key file when the
+// node's key is kept there (it generated it, bootstrapping its cluster):
+// what the nodes that join need a copy of. Empty when the key was given.
+func (d *Daemon) KeyFile() string { return d.keyFile }
 
 // Done is closed when the daemon stops serving: after Close or Crash, or
 // when serving fails on its own (Err says why).

@@ -72,10 +72,11 @@ func TestTLSClusterForwardsWrites(t *testing.T) {
 		t.Skip("starts Raft and gossip")
 	}
 	certFile, keyFile, pool := selfSigned(t)
-	start := func(id, join string) *Daemon {
+	// n2 joins with a copy of the key n1 generated.
+	start := func(id, join, clusterKeyFile string) *Daemon {
 		t.Helper()
 		d, err := Start(Config{ID: id, DataDir: t.TempDir(), QuackAddr: freeAddr(t), RaftAddr: freeAddr(t),
-			GossipAddr: freeAddr(t), Join: join, Token: "tls-test-token-0123", Voters: 2,
+			GossipAddr: freeAddr(t), Join: join, ClusterKeyFile: clusterKeyFile, Token: "tls-test-token-0123", Voters: 2,
 			GossipTiming: cluster.LoopbackTiming(), TLSCert: certFile, TLSKey: keyFile})
 		if err != nil {
 			t.Fatal(err)
@@ -83,8 +84,8 @@ func TestTLSClusterForwardsWrites(t *testing.T) {
 		t.Cleanup(func() { d.Close() })
 		return d
 	}
-	n1 := start("n1", "")
-	n2 := start("n2", n1.cfg.GossipAddr)
+	n1 := start("n1", "", "")
+	n2 := start("n2", n1.cfg.GossipAddr, n1.KeyFile())
 
 	yes := true
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -53,8 +53,9 @@ func connectAs(t *testing.T, d *Daemon, token string) (*client.Conn, error) {
 }
 
 // TestTokensFileStart: a node refuses to start on a malformed tokens file,
-// naming the line and not the token; with a tokens file and no token it
-// needs a cluster key; with one it takes no token of its own.
+// naming the line and not the token; a node that joins without the
+// cluster key refuses to start whatever tokens it has (none implies the
+// key); with a tokens file it takes no token of its own.
 func TestTokensFileStart(t *testing.T) {
 	const secret = "secret-token-0123456789"
 	dir := t.TempDir()
@@ -71,7 +72,8 @@ func TestTokensFileStart(t *testing.T) {
 		{"malformed", "read " + secret + "\nwriter " + secret + "x\n", nil, "line 2: the first word is not a role"},
 		{"token shorter than 16", "admin short\n", nil, "line 1: the token is shorter than 16"},
 		{"no token at all", "# nobody\n", nil, "holds no token, and no token is given"},
-		{"no cluster key", "read " + secret + "\n", func(c *Config) { c.ClusterKey = nil }, "needs a cluster key"},
+		{"joins without the cluster key", "read " + secret + "\n", func(c *Config) { c.ClusterKey, c.Join = nil, "127.0.0.1:1" },
+			"--cluster-key-file"},
 		{"missing file", "", func(c *Config) { c.TokensFile = filepath.Join(dir, "missing") }, "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
