@@ -145,7 +145,9 @@ func (s *Set) Len() int {
 }
 
 // Parse reads a tokens file: one "ROLE TOKEN" per line, separated by
-// spaces or tabs; blank lines and lines starting with # are skipped. A
+// spaces or tabs; blank lines and lines starting with # are skipped, and a
+// word starting with # after the token begins a comment (a token may hold
+// a #, but not start with one). A
 // line that does not parse, a token shorter than MinLength, and a token
 // given twice are errors (ErrMalformed) naming the line.
 func Parse(r io.Reader) (*Set, error) {
@@ -159,6 +161,12 @@ func Parse(r io.Reader) (*Set, error) {
 			continue
 		}
 		fields := strings.Fields(line)
+		for i, f := range fields {
+			if strings.HasPrefix(f, "#") {
+				fields = fields[:i]
+				break
+			}
+		}
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("%w: line %d: want ROLE TOKEN, found %d fields", ErrMalformed, n, len(fields))
 		}

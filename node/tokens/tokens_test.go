@@ -42,6 +42,27 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseCommentsAfterTheToken loads the example of docs/cli.md, whose
+// lines end in comments (it was refused: "found 4 fields").
+func TestParseCommentsAfterTheToken(t *testing.T) {
+	file := `# /etc/duckraft/tokens (mode 0600): ROLE TOKEN, one per line
+read   3f1c9a0d5b7e4a2c8d6f0e1b2a3c4d5e     # dashboards
+write  9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d     # the loader
+admin  0f1e2d3c4b5a69788796a5b4c3d2e1f0	#operators
+read   token#with-a-hash-inside-it
+`
+	s, err := Parse(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]Role{"3f1c9a0d5b7e4a2c8d6f0e1b2a3c4d5e": Read, "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d": Write,
+		"0f1e2d3c4b5a69788796a5b4c3d2e1f0": Admin, "token#with-a-hash-inside-it": Read} {
+		if role, ok := s.Role(tok); !ok || role != want {
+			t.Errorf("Role(%s) = %v, %v; want %v", tok, role, ok, want)
+		}
+	}
+}
+
 // TestParseRefusesMalformedFiles: every malformed line is an error naming
 // its line, and no error shows the token it holds.
 func TestParseRefusesMalformedFiles(t *testing.T) {
