@@ -44,18 +44,34 @@ const backupMemory = "256MB"
 // after the file is written. The file is checkpointed (no WAL beside it)
 // and synced; on error it is removed.
 func (s *Store) WriteBackup(ctx context.Context, path string) (StateHash, error) {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return StateHash{}, fmt.Errorf("backup: %s exists already", path)
+	}
 	snap, schema, err := s.fsm.pinBackup()
 	if err != nil {
 		return StateHash{}, fmt.Errorf("backup: %w", err)
 	}
 	defer snap.Release()
-	if err := writeBackupFile(ctx, snap, path); err != nil {
-		removeDatabase(path)
+	// DuckDB creates its file with the process's umask (0644 usually);
+	// a backup is the whole database, so it is written in a directory
+	// only this user can enter and made 0600 before it takes its name.
+	private, err := os.MkdirTemp(filepath.Dir(path), ".backup-*")
+	if err != nil {
+		return StateHash{}, fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "backup.duckdb")
+	if err := writeBackupFile(ctx, snap, tmp); err != nil {
+		return StateHash{}, fmt.Errorf("backup at %d: %w", snap.index, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		return StateHash{}, fmt.Errorf("backup at %d: %w", snap.index, err)
 	}
 	h, err := hashRows(ctx, snap.conn, snap.index, schema)
 	if err != nil {
-		removeDatabase(path)
+		return StateHash{}, fmt.Errorf("backup at %d: %w", snap.index, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return StateHash{}, fmt.Errorf("backup at %d: %w", snap.index, err)
 	}
 	s.log.Info("backup written", "applied", h.Index, "rows", h.Rows, "path", path)

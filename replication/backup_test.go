@@ -56,6 +56,14 @@ func TestBackupUnderWritesRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The backup is the whole database: for its owner only (scheduled
+	// backups were 0644, as DuckDB creates files).
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("the backup left %d files beside it", len(entries)-1)
+	}
 	if h.Index == 0 || h.Index >= s.AppliedIndex() {
 		t.Fatalf("backup index %d, source applied %d: want a pinned index behind the source", h.Index, s.AppliedIndex())
 	}
