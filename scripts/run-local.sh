@@ -8,10 +8,25 @@ cd "$(dirname "$0")/.."
 : "${DUCKRAFT_TOKEN:=duckraft-local-token}"
 export DUCKRAFT_TOKEN
 mkdir -p duckraft-data
+# One make run at a time: a second one would fail to bind the ports and
+# must not touch the running cluster's files.
+pidfile=duckraft-data/run.pid
+if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	echo "a cluster started by make run is already running (pid $(cat "$pidfile")): stop it with Ctrl-C there, or kill $(cat "$pidfile")" >&2
+	exit 1
+fi
+for port in 9494 9495 9496 9497 9504 9505 9506 9507 9514 9515 9516 9517; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "port $port on 127.0.0.1 is in use: another duckraftd (or another program) holds it; stop it first" >&2
+		exit 1
+	fi
+done
+echo $$ >"$pidfile"
 pids=()
 stop() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	rm -f "$pidfile"
 }
 trap stop EXIT INT TERM
 
@@ -20,7 +35,9 @@ start() { # id quack-port raft-port gossip-port [join]
 	local args=(--id "$1" --data "duckraft-data/$1" --quack "127.0.0.1:$2" --raft "127.0.0.1:$3"
 		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))" --token "$DUCKRAFT_TOKEN")
 	[ -n "${5:-}" ] && args+=(--join "$5" --cluster-key-file "$key")
-	bin/duckraftd "${args[@]}" >"duckraft-data/$1.log" 2>&1 &
+	# Appended to, never truncated: the log of earlier runs stays.
+	echo "--- make run $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"duckraft-data/$1.log"
+	bin/duckraftd "${args[@]}" >>"duckraft-data/$1.log" 2>&1 &
 	pids+=($!)
 }
 start n1 9494 9495 9496
@@ -34,14 +51,27 @@ sleep 1
 start n2 9504 9505 9506 127.0.0.1:9496
 start n3 9514 9515 9516 127.0.0.1:9496
 
-# Wait until the cluster has three voters.
+# Wait until the cluster has a leader and three live voters, and every
+# node is ready (/readyz: a leader known, applied within the staleness).
+formed() {
+	local st
+	st=$(bin/duckraft status --server quack:127.0.0.1:9494 2>/dev/null) || return 1
+	[ "$(grep -cE '^n[0-9]+ +voter +alive ' <<<"$st")" = 3 ] || return 1
+	grep -qE '^n[0-9]+ +voter +alive .*\*$' <<<"$st" || return 1
+	for port in 9497 9507 9517; do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /readyz HTTP/1.0\r\n\r\n' >&3 && grep -q '^ok' <&3) 2>/dev/null || return 1
+	done
+}
+ok=
 for _ in $(seq 1 150); do
-	if bin/duckraft status --server quack:127.0.0.1:9494 2>/dev/null | grep -c ' voter ' | grep -q 3; then
+	if formed; then
+		ok=1
 		break
 	fi
 	sleep 0.2
 done
-bin/duckraft status --server quack:127.0.0.1:9494 || { echo "cluster did not form; logs in duckraft-data/*.log"; exit 1; }
+bin/duckraft status --server quack:127.0.0.1:9494 || true
+[ -n "$ok" ] || { echo "the cluster did not form (no leader, or fewer than three ready voters); logs in duckraft-data/n*.log" >&2; exit 1; }
 cat <<MSG
 
 duckraft: a 3-node cluster is running on loopback (logs in duckraft-data/n*.log).
