@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
@@ -90,9 +91,12 @@ func nodeGone(err error) bool {
 	return true
 }
 
-// neverRan reports whether err says the node refused the request before
-// running anything: the session was unknown there.
+// neverRan reports whether err says the statement never ran: the node
+// refused the connection, or the session was unknown there.
 func neverRan(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
 	se, ok := errors.AsType[*client.ServerError](err)
 	return ok && (se.Code == wire.CodeUnknownSession || se.Code == wire.CodeSessionExpired || se.Message == "Invalid connection id")
 }
@@ -101,8 +105,10 @@ func neverRan(err error) bool {
 // answers (the same one first after a restart), with the settings
 // replayed.
 func (l *link) failover(ctx context.Context, cause error) error {
+	// A node that forgot the session restarted: try it first. One that
+	// refused or dropped the connection is gone: try the next.
 	old, from := l.servers[l.cur], l.cur
-	if !neverRan(cause) {
+	if _, restarted := errors.AsType[*client.ServerError](cause); !restarted {
 		from = (l.cur + 1) % len(l.servers)
 	}
 	l.conn.Close()
