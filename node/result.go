@@ -98,6 +98,10 @@ type result struct {
 	ended   bool
 	err     error
 
+	// stmt is the statement the result belongs to, whose context ends
+	// when the result is closed; nil for none.
+	stmt *statement
+
 	stopOnce sync.Once
 	// drained is set once the rows are read to their end or error: no
 	// query runs any more, only the close that follows.
@@ -219,6 +223,18 @@ func (r *result) close() {
 	<-r.done
 	for b := range r.batches {
 		b.release()
+	}
+	// The rows are closed: ending the context interrupts nothing now.
+	if r.stmt != nil {
+		r.stmt.end()
+	}
+}
+
+// interrupt cancels the context of the result's statement, which stops the
+// query behind its rows wherever it runs.
+func (r *result) interrupt() {
+	if r.stmt != nil {
+		r.stmt.interrupt()
 	}
 }
 

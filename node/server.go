@@ -726,22 +726,38 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	sess.exec.Lock()
 	defer sess.exec.Unlock()
 	sess.replaceResult(nil)
-	qctx := context.WithValue(sess.ctx, requestHeaderKey{}, RequestHeader(ctx))
+	// The statement runs under a context of its own that outlives this
+	// request (the result streams on), which a CANCEL interrupts, as does
+	// the client dropping this request before the answer: nobody would
+	// read it.
+	named := sess.gen != wire.Q1 || req.HasQueryUUID
+	st := sess.beginStatement(req.QueryUUID, named)
+	defer sess.settleStatement(st)
+	stopWatch := context.AfterFunc(ctx, st.interrupt)
+	defer stopWatch()
+	qctx := context.WithValue(st.ctx, requestHeaderKey{}, RequestHeader(ctx))
 	rows, err := s.cfg.Executor.Query(qctx, sess, sql)
 	if err != nil {
+		interrupted := st.interrupted()
+		st.end()
+		if interrupted {
+			return failure(errStatementInterrupted)
+		}
 		return failure(err)
 	}
 	if len(rows.Names()) == 0 {
 		rows.Close()
+		st.end()
 		return errorResponse("Query did not return any columns")
 	}
 	// Q1 servers invent the result id; later 1.5-branch clients and Q3
 	// send their own, which is echoed.
 	uuid := req.QueryUUID
-	if sess.gen == wire.Q1 && !req.HasQueryUUID {
+	if !named {
 		uuid = wire.RandomUUID()
 	}
 	res := startResult(rows, uuid, sess.gen)
+	res.stmt = st
 	sess.replaceResult(res)
 
 	resp := &wire.PrepareResponse{Types: res.types, Names: res.names, UUID: uuid}
@@ -769,7 +785,11 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 			for _, buf := range bufs {
 				buf.Release()
 			}
+			interrupted := st.interrupted()
 			sess.replaceResult(nil)
+			if interrupted {
+				return failure(errStatementInterrupted)
+			}
 			return failure(b.err)
 		}
 		resp.Encoded = append(resp.Encoded, b.chunks...)
@@ -881,13 +901,37 @@ func (s *Server) append(ctx context.Context, sess *Session, req *wire.AppendRequ
 	return success(sess.gen)
 }
 
+// errStatementInterrupted is the answer to a PREPARE whose statement a
+// CANCEL interrupted, as DuckDB words an interrupted query: the local
+// query's own error says so too, but a routed read's says only that its
+// request to another node was cancelled.
+var errStatementInterrupted = &engine.Error{Type: "INTERRUPT", Message: "INTERRUPT Error: Interrupted!"}
+
+// cancel interrupts the session's statement: one still computing its
+// PREPARE answer (DuckDB's client sends CANCEL on a connection of its own
+// while the PREPARE waits), or the result it streams. The statement's
+// context carries the interrupt to wherever it runs: this node's DuckDB
+// connection, the node a read was routed to, every share of a split scan.
 func (s *Server) cancel(sess *Session, req *wire.CancelRequest) response {
+	if st := sess.runningStatement(); st != nil {
+		switch {
+		case req.UUID == (wire.Hugeint{}) || st.known && req.UUID == st.uuid:
+			st.interrupt()
+			return success(sess.gen)
+		case st.known:
+			return errorResponse(fmt.Sprintf("Attempted to cancel a different query with id '%s' instead of '%s'",
+				hugeintText(req.UUID), hugeintText(st.uuid)))
+		}
+		// A Q1 PREPARE without a uuid: a CANCEL naming one is for the
+		// result before, which that PREPARE has already closed.
+	}
 	res := sess.currentResult()
 	if res != nil && req.UUID != (wire.Hugeint{}) && req.UUID != res.uuid {
 		return errorResponse(fmt.Sprintf("Attempted to cancel a different query with id '%s' instead of '%s'",
 			hugeintText(req.UUID), hugeintText(res.uuid)))
 	}
 	if res != nil {
+		res.interrupt()
 		sess.conn.Interrupt()
 		res.close()
 		res.mu.Lock()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -34,9 +35,13 @@ type Session struct {
 	// exec serialises statements and appends on the connection.
 	exec sync.Mutex
 
-	mu       sync.Mutex
-	role     tokens.Role
-	result   *result
+	mu     sync.Mutex
+	role   tokens.Role
+	result *result
+	// running is the statement whose PREPARE is in progress: a CANCEL
+	// that arrives before it has a result interrupts it through its
+	// context.
+	running  *statement
 	lastUsed time.Time
 	lease    time.Duration
 	values   map[any]any
@@ -104,6 +109,66 @@ func (s *Session) expired(now time.Time) bool {
 	return s.lease > 0 && now.Sub(s.lastUsed) > s.lease
 }
 
+// statement is one statement's context, from its PREPARE until its result
+// is closed. Everything the statement does runs under ctx: the local query
+// (engine.Conn interrupts on its cancellation), a routed read's request to
+// another node, every share of a split scan. A CANCEL, the client dropping
+// the PREPARE's request, or a replacement of a result still running
+// cancels it with ErrInterrupted; its normal end with errStatementEnded,
+// after its rows are closed.
+type statement struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// uuid is the query uuid the client named in its PREPARE, if known
+	// (Q3, and 1.5-branch clients that send one); a CANCEL must name it
+	// or the wildcard.
+	uuid  wire.Hugeint
+	known bool
+}
+
+// errStatementEnded is the cause of a statement context's cancellation
+// when the statement ended normally: nothing is interrupted by it.
+var errStatementEnded = errors.New("statement ended")
+
+// beginStatement starts the context of a statement and makes it the
+// running one. Callers hold s.exec.
+func (s *Session) beginStatement(uuid wire.Hugeint, known bool) *statement {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	st := &statement{ctx: ctx, cancel: cancel, uuid: uuid, known: known}
+	s.mu.Lock()
+	s.running = st
+	s.mu.Unlock()
+	return st
+}
+
+// settleStatement records that st's PREPARE has answered: a CANCEL from now
+// on is for its result, if it has one.
+func (s *Session) settleStatement(st *statement) {
+	s.mu.Lock()
+	if s.running == st {
+		s.running = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) runningStatement() *statement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}
+
+// interrupt cancels st's context, which interrupts whatever it runs, here
+// and on other nodes; it does nothing once st has ended.
+func (st *statement) interrupt() { st.cancel(ErrInterrupted) }
+
+// end releases st's context after its normal end.
+func (st *statement) end() { st.cancel(errStatementEnded) }
+
+// interrupted reports whether st was interrupted rather than ended.
+func (st *statement) interrupted() bool {
+	return errors.Is(context.Cause(st.ctx), ErrInterrupted)
+}
+
 func (s *Session) currentResult() *result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,6 +184,9 @@ func (s *Session) replaceResult(r *result) {
 	s.mu.Unlock()
 	if old != nil {
 		if old.running() {
+			// A routed read streams from another node: its context
+			// tells that node to stop too.
+			old.interrupt()
 			s.conn.Interrupt()
 		}
 		old.close()

@@ -94,6 +94,9 @@ type Config struct {
 	// holds, so that a write that found no leader says how far the
 	// cluster is from a quorum (NoQuorumError).
 	Voters func() int
+	// StatementTimeout bounds every read of a session that has not set
+	// duckraft_statement_timeout (timeout.go); 0 is none.
+	StatementTimeout time.Duration
 	// StageBytes is the size of an open transaction's appends past which
 	// they are staged ahead of its COMMIT, in log entries of about that
 	// size (stage.go); 0 is DefaultStageBytes, negative never stages.
@@ -297,8 +300,8 @@ func refuseNodeStatements(stmts []classify.Statement) error {
 }
 
 // routerSetting handles the settings the router keeps itself (SET
-// duckraft_consistency, SET duckraft_split_scan); ok is false for any other
-// statement.
+// duckraft_consistency, duckraft_split_scan, duckraft_statement_timeout);
+// ok is false for any other statement.
 func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool, error) {
 	if level, ok, err := consistencySetting(sql); ok {
 		if err != nil {
@@ -315,6 +318,15 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		}
 		st.mu.Lock()
 		st.writeKey = key
+		st.mu.Unlock()
+		return successRows(), true, nil
+	}
+	if d, ok, err := timeoutSetting(sql); ok {
+		if err != nil {
+			return nil, true, err
+		}
+		st.mu.Lock()
+		st.timeout = &d
 		st.mu.Unlock()
 		return successRows(), true, nil
 	}

@@ -40,13 +40,17 @@ func (e *Executor) serveRouted(ctx context.Context, s *node.Session, r nodeapi.R
 	if err := requireRole(s, stmts); err != nil {
 		return nil, err
 	}
-	switch {
-	case r.Strong:
-		return e.strongLocal(ctx, s, sql)
-	case r.At > 0:
-		return e.pinnedRead(ctx, s, r.At, sql)
-	}
-	return e.localAfter(ctx, s, r.After, sql)
+	// The routing node's statement timeout is kept here too, so the read
+	// ends where it runs even if that node is gone.
+	return bounded(ctx, r.Timeout, func(ctx context.Context) (node.Rows, error) {
+		switch {
+		case r.Strong:
+			return e.strongLocal(ctx, s, sql)
+		case r.At > 0:
+			return e.pinnedRead(ctx, s, r.At, sql)
+		}
+		return e.localAfter(ctx, s, r.After, sql)
+	})
 }
 
 // local runs sql on the session's own connection and counts it.
@@ -101,7 +105,16 @@ func (e *Executor) strongLocal(ctx context.Context, s *node.Session, sql string)
 // session's home node while it qualifies, else on the cheapest node that
 // does. A node that fails before answering is left out and the read tried
 // elsewhere; nothing has reached the client then.
+//
+// The session's statement timeout bounds it: ctx's deadline, which remote
+// reads carry to the node that runs them.
 func (e *Executor) read(ctx context.Context, s *node.Session, st *sessionState, sql string) (node.Rows, error) {
+	return bounded(ctx, st.statementTimeout(e.cfg.StatementTimeout), func(ctx context.Context) (node.Rows, error) {
+		return e.readUnbounded(ctx, s, st, sql)
+	})
+}
+
+func (e *Executor) readUnbounded(ctx context.Context, s *node.Session, st *sessionState, sql string) (node.Rows, error) {
 	st.mu.Lock()
 	level, last, split := st.consistency, st.lastIndex, st.split
 	st.mu.Unlock()
@@ -141,8 +154,8 @@ func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionStat
 		clear(tried)
 		select {
 		case <-ctx.Done():
-			e.observeRead(level, "", ctx.Err())
-			return nil, ctx.Err()
+			e.observeRead(level, "", context.Cause(ctx))
+			return nil, context.Cause(ctx)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -88,6 +88,10 @@ func (q *QuackRemote) Write(ctx context.Context, addr string, cmd wal.Command) (
 
 type quackSession struct{ c *client.Conn }
 
+// Query implements RemoteSession. A ctx that ends before the answer makes
+// the client send the node a CANCEL (client.Conn.Query); the rows it
+// returns are a canceler, which a remote query cancels when the
+// statement's context ends while they stream.
 func (s quackSession) Query(ctx context.Context, sql string, req nodeapi.Read) (node.Rows, error) {
 	rows, err := s.c.Query(client.WithHeader(ctx, req.Header()), sql)
 	if err != nil {
@@ -95,6 +99,16 @@ func (s quackSession) Query(ctx context.Context, sql string, req nodeapi.Read) (
 	}
 	return remoteRows{rows}, nil
 }
+
+// A canceler is remote rows that can tell their node to stop the query
+// behind them (client.Rows.Cancel).
+type canceler interface {
+	Cancel(ctx context.Context) error
+}
+
+// cancelTimeout bounds the CANCEL a router sends to a node whose read was
+// interrupted.
+const cancelTimeout = 5 * time.Second
 
 func (s quackSession) Exec(ctx context.Context, sql string) error {
 	_, err := s.c.Exec(ctx, sql)
@@ -143,6 +157,10 @@ func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*r
 	defer cancel()
 	sess, err := e.remote.Connect(cctx, p.QuackAddr, st.gen)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The statement was cancelled: the node is not at fault.
+			return nil, context.Cause(ctx)
+		}
 		e.bal.Suspect(p.ID)
 		return nil, fmt.Errorf("%w: connect to %s at %s: %w", errRemote, p.ID, p.QuackAddr, err)
 	}
@@ -176,10 +194,18 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		return nil, err
 	}
 	if err := st.syncSettings(ctx, rc); err != nil {
-		if !answered(err) {
+		switch {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case !answered(err):
 			return nil, e.unreachable(st, p, rc, err)
 		}
 		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The statement timeout goes with the read, so the node that
+		// runs it ends it even if this one is gone.
+		req.Timeout = max(time.Millisecond, time.Until(dl))
 	}
 	n := e.bal.Counter(p.ID)
 	n.Add(1)
@@ -187,6 +213,10 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 	if err != nil {
 		n.Add(-1)
 		switch code := nodeapi.CodeOf(err); {
+		case ctx.Err() != nil && !answered(err):
+			// Cancelled or timed out: the client sent the node a CANCEL
+			// and the session there stays usable.
+			return nil, context.Cause(ctx)
 		case !answered(err):
 			return nil, e.unreachable(st, p, rc, err)
 		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired:
@@ -195,7 +225,23 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		}
 		return nil, err
 	}
-	return newTrackedRows(rows, func() { n.Add(-1) }), nil
+	// While the rows stream, the statement's context ending (a CANCEL,
+	// its timeout, a replacing statement) must stop the node's query too;
+	// closing the rows alone leaves it paused there.
+	stop := func() bool { return false }
+	if c, ok := rows.(canceler); ok {
+		stop = context.AfterFunc(ctx, func() {
+			cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+			defer cancel()
+			if err := c.Cancel(cctx); err != nil {
+				e.log.Debug("cancel a read on another node", "node", p.ID, "err", err)
+			}
+		})
+	}
+	return newTrackedRows(rows, func() {
+		stop()
+		n.Add(-1)
+	}), nil
 }
 
 // unreachable handles a request to p that got no answer: the node is

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"sync"
+	"time"
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/wire"
@@ -21,6 +22,9 @@ type sessionState struct {
 	lastIndex uint64
 	// split is how many nodes a splittable scan is spread over (0: off).
 	split int
+	// timeout is the session's statement timeout for reads, once set
+	// (SET duckraft_statement_timeout); nil is the node's default.
+	timeout *time.Duration
 	// txn collects the writes of an explicit transaction until COMMIT;
 	// nil outside one.
 	txn *pendingTxn

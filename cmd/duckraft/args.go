@@ -15,12 +15,45 @@ import (
 // one command.
 type globals struct {
 	server, token, format string
-	protocol              int
+	// servers is every server given, server the first: the shell fails
+	// over from one to the next (link.go).
+	servers  serverList
+	protocol int
+}
+
+// serverList is --server: servers separated by commas, the flag repeatable;
+// the first use replaces the default (DUCKRAFT_SERVER's list).
+type serverList struct {
+	list []string
+	set  bool
+	// first points at globals.server, kept as the list's first entry.
+	first *string
+}
+
+func (l *serverList) String() string { return strings.Join(l.list, ",") }
+
+func (l *serverList) Set(v string) error {
+	if !l.set {
+		l.list, l.set = nil, true
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			l.list = append(l.list, s)
+		}
+	}
+	if len(l.list) == 0 {
+		return errors.New("no server given")
+	}
+	*l.first = l.list[0]
+	return nil
 }
 
 // register defines the global flags on fs.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.server, "server", envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"), "server as quack:HOST[:PORT] (env DUCKRAFT_SERVER)")
+	g.servers.first = &g.server
+	g.servers.Set(envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"))
+	g.servers.set = false
+	fs.Var(&g.servers, "server", "server as quack:HOST[:PORT]; several, separated by commas, for the shell to fail over between (env DUCKRAFT_SERVER)")
 	fs.StringVar(&g.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN)")
 	fs.StringVar(&g.format, "format", "table", "output format: table, csv or json")
 	fs.IntVar(&g.protocol, "protocol", 0, "Quack generation to speak: 1 or 3 (0: negotiate)")

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,14 +87,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	conn, err := client.Connect(ctx, g.server, client.Options{Token: g.token, Generation: wire.Generation(g.protocol)})
-	if err != nil {
+	l := &link{servers: g.servers.list, opts: client.Options{Token: g.token, Generation: wire.Generation(g.protocol)}, stderr: stderr}
+	if err := l.dial(ctx, 0); err != nil {
 		fmt.Fprintln(stderr, "duckraft:", err)
 		return 1
 	}
-	defer conn.Close()
-	s := &session{conn: conn, out: out, stderr: stderr, progress: isTerminal(os.Stderr)}
+	defer l.close()
+	s := &session{link: l, out: out, stderr: stderr, progress: isTerminal(os.Stderr)}
 	if len(sqls) == 0 {
+		// The shell watches Ctrl-C per statement itself.
+		stop()
 		if err := s.shell(stdin); err != nil {
 			fmt.Fprintln(stderr, "duckraft:", err)
 			return 1
@@ -102,7 +105,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	for _, sql := range sqls {
 		if err := s.execute(ctx, sql); err != nil {
-			fmt.Fprintln(stderr, "Error:", err)
+			s.report(err)
 			return 1
 		}
 	}
@@ -118,7 +121,7 @@ func envOr(key, def string) string {
 
 // session is the CLI's state: the connection, the output mode and options.
 type session struct {
-	conn     *client.Conn
+	link     *link
 	out      printer
 	stderr   io.Writer
 	timer    bool
@@ -126,13 +129,23 @@ type session struct {
 }
 
 // execute runs one SQL text and prints its result.
+//
+// ctx ending (Ctrl-C) interrupts the statement on the server, whether it
+// still computes its first rows or streams them: Query sends a CANCEL, and
+// so does Rows.Cancel, which also stops the printing.
 func (s *session) execute(ctx context.Context, sql string) error {
 	start := time.Now()
-	rows, err := s.conn.Query(ctx, sql)
+	rows, err := s.link.query(ctx, sql)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	stopCancel := context.AfterFunc(ctx, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+		defer cancel()
+		rows.Cancel(cctx)
+	})
+	defer stopCancel()
 	var p *progressLine
 	if s.progress {
 		p = startProgress(s.stderr)
@@ -146,4 +159,14 @@ func (s *session) execute(ctx context.Context, sql string) error {
 		fmt.Fprintf(s.stderr, "Run Time: %.3fs\n", time.Since(start).Seconds())
 	}
 	return nil
+}
+
+// report prints a statement's error as DuckDB's shell does; a statement
+// the user interrupted says so, not the Go error behind it.
+func (s *session) report(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, client.ErrCanceled) {
+		fmt.Fprintln(s.stderr, "Interrupted")
+		return
+	}
+	fmt.Fprintln(s.stderr, "Error:", err)
 }

@@ -79,8 +79,9 @@ func (s *session) shell(stdin io.Reader) error {
 	}
 	defer in.close()
 	if _, ok := in.(editReader); ok {
+		c := s.link.conn
 		fmt.Fprintf(s.stderr, "duckraft: connected to %s (DuckDB %s, Quack %d). Enter .help for help.\n",
-			s.conn.ID()[:8], s.conn.ServerVersion(), s.conn.Generation())
+			c.ID()[:8], c.ServerVersion(), c.Generation())
 	}
 	var buf strings.Builder
 	for {
@@ -90,6 +91,11 @@ func (s *session) shell(stdin io.Reader) error {
 		}
 		line, err := in.readLine(prompt)
 		if errors.Is(err, readline.ErrInterrupt) {
+			// As DuckDB's shell: Ctrl-C drops what was typed, and on an
+			// empty prompt leaves.
+			if buf.Len() == 0 && line == "" {
+				return nil
+			}
 			buf.Reset()
 			continue
 		}
@@ -118,12 +124,13 @@ func (s *session) shell(stdin io.Reader) error {
 	}
 }
 
-// runInteractive runs one statement; Ctrl-C cancels it, not the shell.
+// runInteractive runs one statement; Ctrl-C interrupts it on the server
+// and stops its output, not the shell.
 func (s *session) runInteractive(sql string) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := s.execute(ctx, sql); err != nil {
-		fmt.Fprintln(s.stderr, "Error:", err)
+		s.report(err)
 	}
 }
 

@@ -82,6 +82,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.BoolVar(&c.Router, "router", false, "run as a data-less router: join gossip through --join, send writes to the leader and reads to replicas")
 	fs.StringVar(&c.consistency, "consistency", "session", "default read consistency of new sessions: strong, session, bounded or any")
 	fs.Uint64Var(&c.MaxStaleness, "max-staleness", 1000, "log entries a bounded read may lag behind")
+	fs.DurationVar(&c.StatementTimeout, "statement-timeout", 0, "longest a read may run before it is interrupted, for sessions that do not SET duckraft_statement_timeout themselves (0: no limit)")
 	fs.IntVar(&c.Voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
 	fs.StringVar(&c.clusterKey, "cluster-key", "", "the members' credential, 32/48/64 hex digits: gossip, Raft TLS and node-to-node requests are keyed by it. Default: read from --cluster-key-file, else from <data>/cluster.key, which a node bootstrapping a new cluster generates (mode 0600); a node that joins must be given it")

@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -39,13 +42,63 @@ type Rows struct {
 	started bool
 	done    bool
 
+	// canceled is set by Cancel, from any goroutine: the reader's next
+	// call fails with ErrCanceled, whatever it holds fetched.
+	canceled atomic.Bool
+
 	// Row iteration.
 	chunk *wire.DataChunk
 	row   int
 }
 
+// ErrCanceled is the error of Rows whose Cancel was called.
+var ErrCanceled = errors.New("quack: query cancelled")
+
+// cancelTimeout bounds the CANCEL_REQUEST Query sends when its context
+// ends, which no context of the caller's bounds any more.
+const cancelTimeout = 5 * time.Second
+
+// cancelQuery asks the server to interrupt the statement of uuid (zero:
+// whatever the session runs, for a Q1 PREPARE, which names no uuid). It is
+// best effort: a server that never knew CANCEL (DuckDB 1.5.4) or has
+// already finished answers with an error, which changes nothing.
+func (c *Conn) cancelQuery(uuid wire.Hugeint) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	c.roundTrip(ctx, c.gen, wire.Header{Type: wire.MsgCancelRequest}, &wire.CancelRequest{UUID: uuid})
+}
+
+// Cancel interrupts the result's query on the server, with a
+// CANCEL_REQUEST for its uuid on a request of its own, and closes r: the
+// reader's next call fails with ErrCanceled, even with rows fetched ahead.
+// It is safe to call from another goroutine than the reader's. Nothing is
+// sent when the whole result has already arrived. ctx bounds the request.
+func (r *Rows) Cancel(ctx context.Context) error {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = ErrCanceled
+	}
+	whole := r.end && r.workers == 0
+	r.mu.Unlock()
+	r.canceled.Store(true)
+	r.Close()
+	if whole {
+		return nil
+	}
+	_, _, err := r.conn.roundTrip(ctx, r.conn.gen, wire.Header{Type: wire.MsgCancelRequest}, &wire.CancelRequest{UUID: r.uuid})
+	if err != nil {
+		return fmt.Errorf("quack cancel: %w", err)
+	}
+	return nil
+}
+
 // Query runs sql and returns its result. The first rows arrive with the
 // answer; the rest are fetched in parallel as they are read.
+//
+// ctx bounds the call. When it ends before the answer, Query sends a
+// CANCEL_REQUEST on a request of its own, so the server interrupts the
+// statement, and returns ctx's error. It does not cover the Rows, which
+// stream on after Query returns: Rows.Cancel stops those.
 func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	if err := c.begin(); err != nil {
 		return nil, err
@@ -56,6 +109,12 @@ func (c *Conn) Query(ctx context.Context, sql string) (*Rows, error) {
 	}
 	_, msg, buf, err := c.roundTripResult(ctx, c.gen, wire.Header{Type: wire.MsgPrepareRequest}, req, nil)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The server may still be computing: tell it to stop, before
+			// the session's next statement can start.
+			c.cancelQuery(req.QueryUUID)
+			return nil, fmt.Errorf("quack query: %w", ctx.Err())
+		}
 		return nil, err
 	}
 	resp, ok := msg.(*wire.PrepareResponse)
@@ -131,6 +190,9 @@ func (r *Rows) fill() (ok bool, err error) {
 
 // NextChunk returns the next chunk of rows, or nil at the end of the result.
 func (r *Rows) NextChunk() (*wire.DataChunk, error) {
+	if r.canceled.Load() {
+		return nil, ErrCanceled
+	}
 	if ok, err := r.fill(); !ok {
 		return nil, err
 	}
@@ -158,6 +220,9 @@ func (r *Rows) NextChunk() (*wire.DataChunk, error) {
 // gets a reference to release once done with the bytes; otherwise the
 // decoded chunk is encoded again and buf is nil.
 func (r *Rows) NextEncoded() (enc []byte, n int, buf *wire.Buffer, err error) {
+	if r.canceled.Load() {
+		return nil, 0, nil, ErrCanceled
+	}
 	if ok, err := r.fill(); !ok {
 		return nil, 0, nil, err
 	}
@@ -190,6 +255,10 @@ func (r *Rows) Generation() wire.Generation { return r.conn.gen }
 // Next advances to the next row; Values then returns it. It returns false at
 // the end of the result or on an error (see Err).
 func (r *Rows) Next() bool {
+	if r.canceled.Load() {
+		r.chunk = nil
+		return false
+	}
 	for r.chunk == nil || r.row+1 >= r.chunk.Rows {
 		c, err := r.NextChunk()
 		if err != nil || c == nil {

@@ -34,9 +34,10 @@ var sessionSettings = map[string]string{
 	"progress_bar_time":         "progress reporting of this session",
 	"explain_output":            "what this session's EXPLAIN shows",
 	// The router's own (routing/consistency.go, routing/split.go).
-	"duckraft_consistency": "this session's read consistency, kept by the router",
-	"duckraft_split_scan":  "how this session's large scans are split, kept by the router",
-	"duckraft_write_key":   "the idempotency key of this session's next write, kept by the router",
+	"duckraft_consistency":       "this session's read consistency, kept by the router",
+	"duckraft_split_scan":        "how this session's large scans are split, kept by the router",
+	"duckraft_write_key":         "the idempotency key of this session's next write, kept by the router",
+	"duckraft_statement_timeout": "how long this session's reads may run, kept by the router",
 }
 
 // nodeSettings are the settings that reconfigure DuckDB's logging, which

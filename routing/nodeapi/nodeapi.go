@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
@@ -259,7 +260,14 @@ type Read struct {
 	// At: run in a read transaction at exactly this index (a split-scan
 	// share).
 	At uint64
+	// Timeout bounds the read on the node that runs it (the session's
+	// statement timeout, what is left of it); 0 is none. It travels in a
+	// TimeoutHeader of its own, which nodes of builds before it ignore.
+	Timeout time.Duration
 }
+
+// TimeoutHeader carries Read.Timeout, in Go's duration syntax.
+const TimeoutHeader = "Duckraft-Timeout"
 
 // Header returns r as a request header.
 func (r Read) Header() http.Header {
@@ -272,7 +280,11 @@ func (r Read) Header() http.Header {
 	default:
 		v = "after " + strconv.FormatUint(r.After, 10)
 	}
-	return http.Header{ReadHeader: {v}}
+	h := http.Header{ReadHeader: {v}}
+	if r.Timeout > 0 {
+		h.Set(TimeoutHeader, r.Timeout.String())
+	}
+	return h
 }
 
 // ReadFrom returns the requirement h carries; ok is false when h carries
@@ -282,17 +294,25 @@ func ReadFrom(h http.Header) (r Read, ok bool, err error) {
 	if v == "" {
 		return Read{}, false, nil
 	}
+	var timeout time.Duration
+	if t := h.Get(TimeoutHeader); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return Read{}, false, Errorf(CodeBadRequest, "duckraft: malformed %s header %q", TimeoutHeader, t)
+		}
+		timeout = d
+	}
 	kind, arg, _ := strings.Cut(v, " ")
 	if kind == "strong" && arg == "" {
-		return Read{Strong: true}, true, nil
+		return Read{Strong: true, Timeout: timeout}, true, nil
 	}
 	n, perr := strconv.ParseUint(arg, 10, 64)
 	switch {
 	case perr != nil:
 	case kind == "after":
-		return Read{After: n}, true, nil
+		return Read{After: n, Timeout: timeout}, true, nil
 	case kind == "at" && n > 0:
-		return Read{At: n}, true, nil
+		return Read{At: n, Timeout: timeout}, true, nil
 	}
 	return Read{}, false, Errorf(CodeBadRequest, "duckraft: malformed %s header %q", ReadHeader, v)
 }

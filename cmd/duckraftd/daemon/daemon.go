@@ -119,6 +119,10 @@ type Config struct {
 	// MaxStaleness the log entries a bounded read may lag behind.
 	Consistency  routing.Level
 	MaxStaleness uint64
+	// StatementTimeout bounds each read of a session that has not set
+	// duckraft_statement_timeout itself (routing.Config.StatementTimeout);
+	// 0 is none.
+	StatementTimeout time.Duration
 	// TLSCert and TLSKey, when set, serve HTTPS with this key pair.
 	TLSCert, TLSKey string
 	// Authorizer names a SQL macro fn(session_id, sql) that authorizes each
@@ -561,20 +565,21 @@ func (d *Daemon) routingConfig() routing.Config {
 		remoteToken = d.nodeCred
 	}
 	return routing.Config{
-		ID:             d.cfg.ID,
-		Directory:      d.members,
-		DB:             d.db,
-		Token:          remoteToken,
-		NodeCredential: d.nodeCred,
-		Remote:         routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
-		Consistency:    d.cfg.Consistency,
-		MaxStaleness:   d.cfg.MaxStaleness,
-		StageBytes:     d.cfg.StageBytes,
-		Voters:         d.voterCount,
-		Now:            d.cfg.Now,
-		ObserveRead:    d.metrics.observeRead,
-		ObserveWrite:   d.metrics.observeWrite,
-		Logger:         d.log,
+		ID:               d.cfg.ID,
+		Directory:        d.members,
+		DB:               d.db,
+		Token:            remoteToken,
+		NodeCredential:   d.nodeCred,
+		Remote:           routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
+		Consistency:      d.cfg.Consistency,
+		MaxStaleness:     d.cfg.MaxStaleness,
+		StageBytes:       d.cfg.StageBytes,
+		StatementTimeout: d.cfg.StatementTimeout,
+		Voters:           d.voterCount,
+		Now:              d.cfg.Now,
+		ObserveRead:      d.metrics.observeRead,
+		ObserveWrite:     d.metrics.observeWrite,
+		Logger:           d.log,
 	}
 }
 
