@@ -40,8 +40,10 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 	bound := err == nil
 	switch {
 	case errors.Is(err, ErrUnbound):
-		log.Debug("write not bound on the leader; its text decides", "err", err)
-		an = TextAnalysis(plan.SQL)
+		log.Debug("write not bound on the leader; its text and the definitions it names decide", "err", err)
+		if an, err = a.unboundAnalysis(ctx, plan.SQL); err != nil {
+			return wal.Plan{}, err
+		}
 	case err != nil:
 		return wal.Plan{}, err
 	case an.NestedIn != "" && reservedTop(an.NestedIn, a.pool.DB().Catalog()):
