@@ -101,6 +101,10 @@ type Analysis struct {
 type Analyzer struct {
 	pool *engine.Pool
 
+	// guard, if set, judges a statement's text before anything else
+	// (WithGuard).
+	guard func(sql string) error
+
 	mu sync.Mutex
 	// builtin holds the definitions of DuckDB's own macros, read once
 	// (builtinMacros).
@@ -109,6 +113,14 @@ type Analyzer struct {
 
 // New returns an Analyzer of the database of pool.
 func New(pool *engine.Pool) *Analyzer { return &Analyzer{pool: pool} }
+
+// WithGuard makes Decide refuse first what check refuses (the node's
+// access.Guard: the leader evaluates a write that reads files itself, so
+// its own files must be out of reach too), and returns a.
+func (a *Analyzer) WithGuard(check func(sql string) error) *Analyzer {
+	a.guard = check
+	return a
+}
 
 // Analyze binds the one statement sql and reports what its plan does. An
 // error wrapping ErrUnbound means DuckDB could not bind it here.

@@ -165,3 +165,23 @@ func TestBuiltinMacrosExpanded(t *testing.T) {
 		t.Fatal("no built-in macro calls anything")
 	}
 }
+
+// TestViewsOverNamedTablesRefused: a view or macro that reads a table by a
+// name in a string (query_table, query, DuckDB's own histogram macro over
+// query_table) is refused when it is created, as node-local: a read of it
+// could otherwise reach whatever the string names, the applier's schema
+// included, past the checks a client's own statement gets.
+func TestViewsOverNamedTablesRefused(t *testing.T) {
+	a := newAnalyzer(t)
+	for _, sql := range []string{
+		"CREATE VIEW v1 AS SELECT * FROM histogram('t', a)",
+		"CREATE VIEW v2 AS SELECT * FROM query_table('t')",
+		"CREATE VIEW v3 AS SELECT * FROM query('SELECT * FROM t')",
+		"CREATE MACRO m5() AS TABLE SELECT * FROM query_table('t')",
+		"CREATE MACRO m6() AS TABLE SELECT * FROM histogram_values('t', a)",
+	} {
+		if _, err := decide(t, a, sql); !errors.Is(err, wal.ErrNondeterministic) {
+			t.Errorf("%s: %v, want ErrNondeterministic", sql, err)
+		}
+	}
+}
