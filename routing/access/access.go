@@ -209,8 +209,8 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 }
 
 // tablePositions marks the tokens of sig that stand where a table does,
-// where DuckDB reads a string as a file: right after FROM, JOIN or USING,
-// or after a comma of a FROM list (FROM t, 'x.csv').
+// where DuckDB reads a string as a file: right after FROM, JOIN, USING or
+// a tableVerb, or after a comma of a FROM list (FROM t, 'x.csv').
 func tablePositions(sig []wal.Token) []bool {
 	out := make([]bool, len(sig))
 	var inFrom []bool // per parenthesis depth
@@ -240,6 +240,8 @@ func tablePositions(sig []wal.Token) []bool {
 		case t.Is("from") || t.Is("join") || t.Is("using"):
 			set(t.Is("from") || t.Is("join"))
 			out[k+1] = true
+		case tableVerbs[strings.ToLower(t.Text)] && t.Kind == wal.TokIdent:
+			out[k+1] = true
 		case t.IsPunct(',') && depth < len(inFrom) && inFrom[depth]:
 			out[k+1] = true
 		case t.Kind == wal.TokIdent && clauseWords[strings.ToLower(t.Text)]:
@@ -247,6 +249,13 @@ func tablePositions(sig []wal.Token) []bool {
 		}
 	}
 	return out
+}
+
+// tableVerbs are the words a table follows as it follows FROM:
+// SUMMARIZE 'x.csv', DESCRIBE, PIVOT … (a backup, being a DuckDB file, is
+// read whole that way).
+var tableVerbs = map[string]bool{
+	"describe": true, "desc": true, "summarize": true, "pivot": true, "unpivot": true, "table": true, "show": true,
 }
 
 // clauseWords end a FROM list.
@@ -630,6 +639,9 @@ func (g *Guard) addRoot(p string) {
 // wraps ErrHiddenSchema, ErrComputedName or ErrProtectedFile, and clients
 // see it as DuckDB's Permission Error.
 func (g *Guard) Check(sql string) error {
+	if !mayReach(sql) {
+		return nil
+	}
 	n, err := Inspect(sql)
 	if err != nil {
 		// The lexer cannot split the text: DuckDB's parser refuses it
@@ -655,6 +667,92 @@ func (g *Guard) Check(sql string) error {
 		}
 	}
 	return nil
+}
+
+// needles are the words without which a text reaches nothing a Guard
+// judges: the hidden schema, every function that takes a name or a path
+// (by a part of its name), the words before a table that DuckDB may read
+// as a file, the settings that name schemas, and the statements that name
+// files. Found anywhere, in comments and quoted names too, they can only
+// send a text to the full inspection.
+var needles = []string{
+	"_duckraft", "query", "histogram", "pragma", "table_sample", "checkpoint", "nextval", "currval", "setval",
+	"read_", "_scan", "glob", "sniff_csv", "parquet_", "json_execute", "search_path", "schema",
+	"from", "join", "using", "copy", "export", "import", "attach", "install", "load",
+	"desc", "summarize", "pivot", "table", "show",
+}
+
+// mayReach reports whether sql may name something a Guard judges: a
+// pre-check that spares the lexing to a text without a needle outside its
+// string literals, such as a bulk INSERT … VALUES (a megabyte costs about
+// 200 ms to lex on a loaded 2-core machine: BenchmarkCheck). The strings'
+// contents matter only where a needle outside them says so (FROM 'x.csv',
+// query_table('…'), SET search_path = '…'), except for USE '…', which the
+// word use sends to the inspection. Text with a byte outside ASCII is
+// always inspected (Unicode case folding may make a needle of other
+// letters), and so is text where a quote may not open a string (a
+// comment, a quoted name, a dollar-quoted or E'…' string): there the
+// needles are searched in the whole text.
+func mayReach(sql string) bool {
+	for i := 0; i < len(sql); i++ {
+		if sql[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	outside := sql
+	if !strings.ContainsAny(sql, "\"$\\") && !strings.Contains(sql, "--") && !strings.Contains(sql, "/*") {
+		outside = withoutStrings(sql)
+	}
+	lower := strings.ToLower(outside)
+	for _, n := range needles {
+		if strings.Contains(lower, n) {
+			return true
+		}
+	}
+	return hasWord(lower, "use")
+}
+
+// withoutStrings returns sql with the contents of its '…' literals left
+// out, or sql itself when a literal is not closed.
+func withoutStrings(sql string) string {
+	var b strings.Builder
+	for i := 0; i < len(sql); i++ {
+		if sql[i] != '\'' {
+			b.WriteByte(sql[i])
+			continue
+		}
+		j := i + 1
+		for ; j < len(sql); j++ {
+			if sql[j] == '\'' {
+				if j+1 < len(sql) && sql[j+1] == '\'' {
+					j++
+					continue
+				}
+				break
+			}
+		}
+		if j >= len(sql) {
+			return sql
+		}
+		b.WriteString("''")
+		i = j
+	}
+	return b.String()
+}
+
+// hasWord reports whether lower holds w as a word of its own.
+func hasWord(lower, w string) bool {
+	for i := strings.Index(lower, w); i >= 0; {
+		if (i == 0 || !wordByte(lower[i-1])) && (i+len(w) >= len(lower) || !wordByte(lower[i+len(w)])) {
+			return true
+		}
+		j := strings.Index(lower[i+1:], w)
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // refusal is a Guard's refusal, which clients see as DuckDB's Permission

@@ -2,6 +2,7 @@ package access
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,12 @@ func TestHiddenSchema(t *testing.T) {
 		"SELECT 1; SELECT * FROM _duckraft.keys",
 		"SELECT currval('_duckraft.seq')",
 		"COPY _duckraft.keys TO '/tmp/keys.csv'",
+		"USE '_duckraft'",
+		"SET schema '_duckraft'",
+		// Quotes in a comment or a quoted name hide nothing.
+		"-- it's\nSELECT * FROM _duckraft.keys -- '",
+		`SELECT 1 AS "it's"; USE '_duckraft'`,
+		"SELECT 'a''b', E'\\'' FROM _duckraft.keys",
 	} {
 		if err := g.Check(sql); !errors.Is(err, ErrHiddenSchema) {
 			t.Errorf("%s: %v, want ErrHiddenSchema", sql, err)
@@ -149,6 +156,11 @@ func TestProtectedFiles(t *testing.T) {
 		"SELECT * FROM parquet_metadata('" + db + "')",
 		"SELECT * FROM read_duckdb('" + db + "')",
 		"SELECT * FROM '" + n.data + "/x.csv'",
+		"SUMMARIZE '" + db + "'",
+		"DESCRIBE '" + db + "'",
+		"SELECT * FROM (SUMMARIZE '" + db + "')",
+		"PIVOT '" + n.data + "/x.csv' ON a",
+		"TABLE '" + db + "'",
 		"SELECT * FROM t, '" + n.data + "/x.csv'",
 		"SELECT * FROM t JOIN '" + n.data + "/x.csv' ON true",
 		`SELECT * FROM "` + n.data + `/x.csv"`,
@@ -215,5 +227,59 @@ func TestOrdinaryStatementsPass(t *testing.T) {
 		if err := g.Check(sql); err != nil {
 			t.Errorf("%s: %v", sql, err)
 		}
+	}
+}
+
+// TestPreCheck: the text a Guard does not lex names nothing it judges, and
+// a bulk INSERT of literals is such a text, its strings' words aside.
+func TestPreCheck(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO t VALUES (1, 'loaded from the file read_csv(x)'), (2, 'use it')": false,
+		"UPDATE t SET a = 'x' WHERE id = 3":                                           false,
+		"INSERT INTO t VALUES (1, 'it''s from here')":                                 false,
+		"SELECT * FROM t": true,
+		"USE s":           true,
+		"INSERT INTO t VALUES ('a')  ; USE '_duckraft'":        true,
+		"INSERT INTO t VALUES ('unclosed from)":                true,
+		"INSERT INTO t VALUES ('x') -- ' read_blob('/data/x')": true,
+		"INSERT INTO t VALUES ('é')":                           true,
+	} {
+		if got := mayReach(sql); got != want {
+			t.Errorf("mayReach(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// BenchmarkCheck is what the guard adds to a statement: a point read, an
+// UPDATE, an analytic read with calls and a file reader, and a bulk INSERT
+// of 10,000 rows (about 400 KB of text); the UPDATE and the INSERT name
+// none of the needles, which spares them the lexing.
+func BenchmarkCheck(b *testing.B) {
+	g, err := NewGuard([]string{"_duckraft"}, []string{b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bulk strings.Builder
+	bulk.WriteString("INSERT INTO bench VALUES ")
+	for i := range 10000 {
+		if i > 0 {
+			bulk.WriteString(", ")
+		}
+		fmt.Fprintf(&bulk, "(%d, %d, 'payload %d from the load')", i, i*7, i)
+	}
+	for name, sql := range map[string]string{
+		"point":    "SELECT * FROM t WHERE id = 42",
+		"update":   "UPDATE t SET name = 'x' WHERE id = 42",
+		"analytic": "SELECT a, count(*), sum(b) FROM read_parquet('/srv/x/*.parquet') JOIN u USING (a) WHERE c > 3 GROUP BY a ORDER BY 2 DESC LIMIT 10",
+		"bulk":     bulk.String(),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(sql)))
+			for b.Loop() {
+				if err := g.Check(sql); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
