@@ -284,6 +284,13 @@ func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
 	args := sig[k+2 : end]
 	first := firstArgument(args)
 	values, ok := literals(first)
+	if !ok && (name == "histogram" || name == "histogram_values") && identifierChain(first) {
+		// DuckDB's histogram macros name their table by an identifier
+		// (histogram(s.t, col)), which is among the identifiers judged.
+		// Elsewhere a bare name there is a column or a macro's parameter,
+		// which stands for whatever the caller passes.
+		values, ok = nil, true
+	}
 	if !ok {
 		n.Computed = firstNonEmpty(n.Computed, name+"()")
 		return nil
@@ -435,6 +442,20 @@ func literals(arg []wal.Token) ([]string, bool) {
 		j++
 	}
 	return out, len(out) > 0
+}
+
+// identifierChain reports whether arg is a name, qualified or not:
+// words and quoted identifiers joined by dots.
+func identifierChain(arg []wal.Token) bool {
+	if len(arg)%2 == 0 {
+		return false
+	}
+	for j, t := range arg {
+		if j%2 == 1 && !t.IsPunct('.') || j%2 == 0 && t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent {
+			return false
+		}
+	}
+	return true
 }
 
 // joinedString returns the value of the string literal at sig[k] joined

@@ -179,6 +179,7 @@ func TestViewsOverNamedTablesRefused(t *testing.T) {
 		"CREATE VIEW v3 AS SELECT * FROM query('SELECT * FROM t')",
 		"CREATE MACRO m5() AS TABLE SELECT * FROM query_table('t')",
 		"CREATE MACRO m6() AS TABLE SELECT * FROM histogram_values('t', a)",
+		"CREATE MACRO m7(x) AS TABLE SELECT * FROM histogram(x, a)",
 	} {
 		if _, err := decide(t, a, sql); !errors.Is(err, wal.ErrNondeterministic) {
 			t.Errorf("%s: %v, want ErrNondeterministic", sql, err)
