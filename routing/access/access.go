@@ -143,10 +143,6 @@ func splitStatements(sig []wal.Token) [][]wal.Token {
 }
 
 func inspectStatement(sig []wal.Token, n *Names, depth int) error {
-	verb := ""
-	if len(sig) > 0 && sig[0].Kind == wal.TokIdent {
-		verb = strings.ToLower(sig[0].Text)
-	}
 	tables := tablePositions(sig)
 	for k := 0; k < len(sig); k++ {
 		t := sig[k]
@@ -170,6 +166,12 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 			}
 			k = next - 1
 		}
+	}
+	// EXPLAIN ANALYZE runs the statement it explains.
+	sig = explained(sig)
+	verb := ""
+	if len(sig) > 0 && sig[0].Kind == wal.TokIdent {
+		verb = strings.ToLower(sig[0].Text)
 	}
 	switch verb {
 	case "set", "reset", "pragma", "use", "call":
@@ -206,6 +208,23 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 		}
 	}
 	return nil
+}
+
+// explained returns the statement an EXPLAIN explains (past ANALYZE and an
+// option list), or sig itself.
+func explained(sig []wal.Token) []wal.Token {
+	if len(sig) == 0 || !sig[0].Is("explain") {
+		return sig
+	}
+	k := 1
+	if k < len(sig) && (sig[k].Is("analyze") || sig[k].Is("analyse")) {
+		k++
+	} else if k < len(sig) && sig[k].IsPunct('(') {
+		if end := closing(sig, k); end > 0 {
+			k = end + 1
+		}
+	}
+	return sig[k:]
 }
 
 // tablePositions marks the tokens of sig that stand where a table does,
@@ -350,17 +369,15 @@ func inspectSetting(sig []wal.Token, n *Names) {
 	if len(value) == 0 {
 		return // RESET, or SET without a value, which DuckDB refuses
 	}
-	if len(value) == 1 {
-		switch value[0].Kind {
-		case wal.TokString:
-			s, _ := joinedString(value, 0)
-			n.Identifiers = append(n.Identifiers, schemaList(s)...)
-			return
-		case wal.TokIdent, wal.TokQuotedIdent:
-			return
-		}
+	switch {
+	case len(value) == 1 && value[0].Kind == wal.TokString:
+		s, _ := joinedString(value, 0)
+		n.Identifiers = append(n.Identifiers, schemaList(s)...)
+	case identifierChain(value):
+		// SET schema = memory.s: the names are among the identifiers.
+	default:
+		n.Computed = firstNonEmpty(n.Computed, "SET "+setting)
 	}
-	n.Computed = firstNonEmpty(n.Computed, "SET "+setting)
 }
 
 // schemaList splits a search_path value ('main,"s.x",memory.s') into the
