@@ -23,6 +23,7 @@ import (
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing/access"
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/routing/classify"
@@ -113,7 +114,13 @@ type Config struct {
 	// statement's goroutine, so they must be quick.
 	ObserveRead  func(level Level, node string, err error)
 	ObserveWrite func(err error)
-	Logger       *slog.Logger
+	// ProtectedPaths are files and directories of the node that no
+	// client statement may read or write, whatever its role and
+	// --allow-external-access: the data directory, the tokens and key
+	// files, the backup directory (guard.go adds DuckDB's own files and
+	// /proc of this process).
+	ProtectedPaths []string
+	Logger         *slog.Logger
 }
 
 // DefaultMaxStaleness is Config.MaxStaleness when it is zero.
@@ -129,8 +136,11 @@ type Executor struct {
 	pool *engine.Pool
 	// analyzer binds writes on the leader (routing/analyze).
 	analyzer *analyze.Analyzer
-	remote   Remote
-	bal      *balance.Balancer
+	// guard keeps client statements from the applier's schema and the
+	// node's files (guard.go).
+	guard  *access.Guard
+	remote Remote
+	bal    *balance.Balancer
 
 	// reads counts reads run on this node; active counts statements
 	// running or streaming here, which gossip reports as load.
@@ -165,8 +175,16 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard, err := newGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
 	pool := engine.NewPool(cfg.DB, poolIdle)
-	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyze.New(pool), remote: cfg.Remote, bal: balance.New()}, nil
+	// The leader checks a forwarded write against its own files too: it
+	// evaluates an INSERT … SELECT FROM read_csv(…) itself.
+	analyzer := analyze.New(pool).WithGuard(guard.Check)
+	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyzer, guard: guard,
+		remote: cfg.Remote, bal: balance.New()}, nil
 }
 
 // poolIdle bounds the idle connections of an Executor's pool. A write
@@ -222,6 +240,9 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return nil, err
 	}
 	if err := refuseNodeStatements(stmts); err != nil {
+		return nil, err
+	}
+	if err := e.checkAccess(stmts); err != nil {
 		return nil, err
 	}
 	st := e.state(s)

@@ -40,6 +40,11 @@ func (e *Executor) serveRouted(ctx context.Context, s *node.Session, r nodeapi.R
 	if err := requireRole(s, stmts); err != nil {
 		return nil, err
 	}
+	// Held to this node's own files, which may lie elsewhere than the
+	// routing node's.
+	if err := e.checkAccess(stmts); err != nil {
+		return nil, err
+	}
 	// The routing node's statement timeout is kept here too, so the read
 	// ends where it runs even if that node is gone.
 	return bounded(ctx, r.Timeout, func(ctx context.Context) (node.Rows, error) {

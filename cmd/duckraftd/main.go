@@ -103,7 +103,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (serve HTTPS)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS key file")
 	fs.StringVar(&c.Authorizer, "authorizer", "", "name of a SQL macro fn(session_id, sql) that authorizes each statement")
-	fs.BoolVar(&c.AllowExternalAccess, "allow-external-access", false, "let clients read and write server files, ATTACH and INSTALL")
+	fs.BoolVar(&c.AllowExternalAccess, "allow-external-access", false, "let clients read and write server files, ATTACH and INSTALL (never the node's own: data directory, tokens, keys, --config, backups)")
 	fs.Int64Var(&c.MaxMessageBytes, "max-message-bytes", node.DefaultMaxMessageBytes, "largest request body accepted")
 	fs.IntVar(&c.MaxSessions, "max-sessions", node.DefaultMaxSessions, "most concurrent Quack sessions")
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 0, "most concurrent Quack sessions from one client address; the cluster's members are exempt (0: a quarter of --max-sessions)")
@@ -138,6 +138,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	c.ConfigFile = configFile
 	if c.HTTPAddr == "off" {
 		c.HTTPAddr = ""
 	}

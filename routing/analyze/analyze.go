@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
@@ -50,7 +51,17 @@ type Analysis struct {
 	// DEFAULT expressions the write fills in included, in plan order
 	// without repeats, then the calls of the definitions of the macros and
 	// views the text names (definedCalls: the binder folds constant calls).
+	// age() with one argument is ageToday.
 	Calls []string
+	// Via names, for a call found in the definition of a macro or view
+	// the statement names, that macro or view ("ago()", "view v").
+	Via map[string]string
+	// Stores says what the statement stores for each node to evaluate
+	// later, or evaluates on each node without a plan to judge ("a column
+	// default or generated column", "a view", …), or is empty: such a
+	// statement's Calls hold its own text's calls too, judged by Check as
+	// a stored expression is (docs/determinism.md rule 4).
+	Stores string
 	// TableFunctions are the table functions the plan scans other than
 	// tables themselves (seq_scan), e.g. read_csv, duckdb_settings.
 	TableFunctions []string
@@ -89,10 +100,27 @@ type Analysis struct {
 // while its connections live. It is safe for concurrent use.
 type Analyzer struct {
 	pool *engine.Pool
+
+	// guard, if set, judges a statement's text before anything else
+	// (WithGuard).
+	guard func(sql string) error
+
+	mu sync.Mutex
+	// builtin holds the definitions of DuckDB's own macros, read once
+	// (builtinMacros).
+	builtin map[string][]string
 }
 
 // New returns an Analyzer of the database of pool.
 func New(pool *engine.Pool) *Analyzer { return &Analyzer{pool: pool} }
+
+// WithGuard makes Decide refuse first what check refuses (the node's
+// access.Guard: the leader evaluates a write that reads files itself, so
+// its own files must be out of reach too), and returns a.
+func (a *Analyzer) WithGuard(check func(sql string) error) *Analyzer {
+	a.guard = check
+	return a
+}
 
 // Analyze binds the one statement sql and reports what its plan does. An
 // error wrapping ErrUnbound means DuckDB could not bind it here.
@@ -102,12 +130,12 @@ func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
 	defer a.pool.Put(c)
-	return analyzeOn(ctx, c, sql)
+	return a.analyzeOn(ctx, c, sql)
 }
 
 // analyzeOn is Analyze on connection c, which sees what c's open
 // transaction changed.
-func analyzeOn(ctx context.Context, c *engine.Conn, sql string) (Analysis, error) {
+func (a *Analyzer) analyzeOn(ctx context.Context, c *engine.Conn, sql string) (Analysis, error) {
 	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
 	if err != nil {
 		// DuckDB answers most statements it cannot bind with an error
@@ -121,14 +149,9 @@ func analyzeOn(ctx context.Context, c *engine.Conn, sql string) (Analysis, error
 	if err != nil {
 		return Analysis{}, err
 	}
-	defined, err := definedCalls(ctx, c, sql)
-	if err != nil {
+	an.Stores = storedBy(an.Operator, an.Query)
+	if err := a.addDefinedCalls(ctx, c, &an, sql); err != nil {
 		return Analysis{}, err
-	}
-	for _, name := range defined {
-		if !slices.Contains(an.Calls, name) {
-			an.Calls = append(an.Calls, name)
-		}
 	}
 	// Which scan of rowid is the user's the plan does not say (an alias
 	// hides it, and a write's own scan of its target reads it anyway): the
@@ -208,7 +231,11 @@ func (w *walker) walk(v any) {
 	case map[string]any:
 		switch str(v["expression_class"]) {
 		case "BOUND_FUNCTION", "BOUND_AGGREGATE", "BOUND_WINDOW":
-			if name := planName(v); name != "" && !slices.Contains(w.an.Calls, name) {
+			name := planName(v)
+			if children, _ := v["children"].([]any); name == "age" && len(children) == 1 {
+				name = ageToday
+			}
+			if name != "" && !slices.Contains(w.an.Calls, name) {
 				w.an.Calls = append(w.an.Calls, name)
 			}
 		}

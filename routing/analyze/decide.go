@@ -25,13 +25,19 @@ func reservedTop(name, catalog string) bool {
 }
 
 // Decide is the leader's determinism decision for one client statement:
-// the lexer's rules (wal.Deterministic, which also rewrites the clock),
-// then DuckDB's binder on the rewritten text. It returns the plan to
-// replicate, or an error wrapping wal.ErrNondeterministic. The binder is
-// skipped for a plan already materialized and for LiteralInsert; where it
-// cannot bind (ErrUnbound), the text's own signs of sampling and rowid
-// (TextAnalysis) stand in for the plan.
+// the guard's (WithGuard), the lexer's rules (wal.Deterministic, which
+// also rewrites the clock), then DuckDB's binder on the rewritten text. It
+// returns the plan to replicate, or an error wrapping
+// wal.ErrNondeterministic. The binder is skipped for a plan already
+// materialized and for LiteralInsert; where it cannot bind (ErrUnbound),
+// the text's own signs of sampling and rowid and the definitions it names
+// (unboundAnalysis) stand in for the plan.
 func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatile wal.Volatile, log *slog.Logger) (wal.Plan, error) {
+	if a.guard != nil {
+		if err := a.guard(sql); err != nil {
+			return wal.Plan{}, err
+		}
+	}
 	plan, err := wal.Deterministic(sql, ts, volatile)
 	if err != nil || plan.Materialize != nil || LiteralInsert(plan.SQL) {
 		return plan, err
@@ -40,8 +46,10 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 	bound := err == nil
 	switch {
 	case errors.Is(err, ErrUnbound):
-		log.Debug("write not bound on the leader; its text decides", "err", err)
-		an = TextAnalysis(plan.SQL)
+		log.Debug("write not bound on the leader; its text and the definitions it names decide", "err", err)
+		if an, err = a.unboundAnalysis(ctx, plan.SQL); err != nil {
+			return wal.Plan{}, err
+		}
 	case err != nil:
 		return wal.Plan{}, err
 	case an.NestedIn != "" && reservedTop(an.NestedIn, a.pool.DB().Catalog()):

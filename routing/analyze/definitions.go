@@ -16,12 +16,34 @@ import (
 // only stops a catalog deeper than any real one from costing more.
 const maxDefinitionDepth = 32
 
-// definedCalls lists the functions called in the definitions of the
-// macros and views that sql names, and in those they name in turn. DuckDB
-// 2.0's binder folds a call with constant arguments into a constant
-// (epoch(now()), length(current_schema()) bind as epoch(<timestamp>) and
-// length('main')), so a clock or session function hidden in a macro or
-// view leaves no trace in the plan; its definition still says it.
+// ageToday stands, in Analysis.Calls, for age() called with one argument:
+// DuckDB counts from today's date then (age(x) is age(current_date, x)),
+// though duckdb_functions() lists age as CONSISTENT.
+const ageToday = "age(x)"
+
+// definedCall is a function called in the definition of a macro or view
+// that a statement names.
+type definedCall struct {
+	// name is the function, lower-case (ageToday for age() with one
+	// argument).
+	name string
+	// via is the macro or view the statement names whose definition
+	// holds the call, as a refusal names it, with the macros and views
+	// it names in turn down to the one that calls: "ago()",
+	// "view v → hour_ago() → ago()".
+	via string
+}
+
+// definedCallsOn lists the functions called in the definitions of the
+// macros and views that sql names, and in those they name in turn, read on
+// connection c (which sees what its open transaction created). DuckDB 2.0's binder folds a call with constant
+// arguments into a constant (epoch(now()), length(current_schema()) and
+// ago(INTERVAL 1 HOUR), DuckDB's own macro over current_timestamp, bind as
+// epoch(<timestamp>), length('main') and <timestamp>), so a clock or
+// session function hidden in a macro or view leaves no trace in the plan;
+// its definition still says it. DuckDB's own macros (builtinMacros:
+// ago, pg_conf_load_time, current_catalog, pg_sleep, histogram, …) count
+// as a user's do.
 //
 // Every word of the text counts as a possible view, and every name it may
 // call (macroCandidates) as a possible macro, so a column named like a
@@ -30,62 +52,179 @@ const maxDefinitionDepth = 32
 // that can call no macro does not read duckdb_functions(), which lists
 // every function DuckDB has and costs about 12 ms (BenchmarkDefinedCalls):
 // an INSERT … VALUES of expressions over literals reads only
-// duckdb_views(), under 1 ms.
-func definedCalls(ctx context.Context, c *engine.Conn, sql string) ([]string, error) {
-	_, words, err := wal.Names(sql)
-	if err != nil {
+// duckdb_views(), under 1 ms. DuckDB's own macros are read once per
+// Analyzer, when a text first may call one.
+func (a *Analyzer) definedCallsOn(ctx context.Context, c *engine.Conn, sql string) ([]definedCall, error) {
+	if _, _, err := wal.Names(sql); err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}
-	called := macroCandidates(sql)
+	words := viewWords(sql)
+	// A name to look up, and what the statement called to reach it.
+	type lookup struct{ name, via string }
+	var called, viewed []lookup
+	for _, m := range macroCandidates(sql) {
+		called = append(called, lookup{m, m + "()"})
+	}
+	for _, w := range words {
+		viewed = append(viewed, lookup{w, "view " + w})
+	}
 	seenCall, seenWord := map[string]bool{}, map[string]bool{}
-	var calls []string
+	var calls []definedCall
+	var nextCalled, nextViewed []lookup
+	// body notes the calls of one definition, reached through via, and
+	// queues the names it may call or read in turn.
+	body := func(def, via string) error {
+		bc, err := bodyCalls(def)
+		if err != nil {
+			return fmt.Errorf("analyze: a macro or view definition: %w", err)
+		}
+		bw := viewWords(def)
+		for _, name := range bc {
+			if !slices.ContainsFunc(calls, func(d definedCall) bool { return d.name == name }) {
+				calls = append(calls, definedCall{name: name, via: via})
+			}
+		}
+		for _, m := range macroCandidates(def) {
+			nextCalled = append(nextCalled, lookup{m, via + " → " + m + "()"})
+		}
+		for _, w := range bw {
+			nextViewed = append(nextViewed, lookup{w, via + " → view " + w})
+		}
+		return nil
+	}
 	for depth := 0; depth < maxDefinitionDepth; depth++ {
-		macros := unseen(called, seenCall)
-		views := unseen(words, seenWord)
+		var macros, views []string
+		viaOf := map[string]string{}
+		for _, l := range called {
+			if seenCall[l.name] {
+				continue
+			}
+			seenCall[l.name] = true
+			builtin, err := a.builtinMacros(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			for _, def := range builtin[l.name] {
+				if err := body(def, l.via); err != nil {
+					return nil, err
+				}
+			}
+			macros = append(macros, sqlquote.Literal(l.name))
+			viaOf["m"+l.name] = l.via
+		}
+		for _, l := range viewed {
+			if seenWord[l.name] {
+				continue
+			}
+			seenWord[l.name] = true
+			views = append(views, sqlquote.Literal(l.name))
+			viaOf["v"+l.name] = l.via
+		}
 		if len(macros) == 0 && len(views) == 0 {
-			return calls, nil
+			break
 		}
 		var parts []string
 		if len(macros) > 0 {
-			parts = append(parts, "SELECT macro_definition FROM duckdb_functions() WHERE function_type IN ('macro', 'table_macro') "+
-				"AND NOT internal AND lower(function_name) IN ("+strings.Join(macros, ", ")+")")
+			parts = append(parts, "SELECT 'm' || lower(function_name) || chr(31) || macro_definition FROM duckdb_functions() "+
+				"WHERE function_type IN ('macro', 'table_macro') AND NOT internal AND macro_definition IS NOT NULL "+
+				"AND lower(function_name) IN ("+strings.Join(macros, ", ")+")")
 		}
 		if len(views) > 0 {
-			parts = append(parts, "SELECT sql FROM duckdb_views() WHERE NOT internal AND lower(view_name) IN ("+strings.Join(views, ", ")+")")
+			parts = append(parts, "SELECT 'v' || lower(view_name) || chr(31) || sql FROM duckdb_views() "+
+				"WHERE NOT internal AND lower(view_name) IN ("+strings.Join(views, ", ")+")")
 		}
-		bodies, err := c.QueryStrings(ctx, strings.Join(parts, " UNION ALL "))
+		defs, err := c.QueryStrings(ctx, strings.Join(parts, " UNION ALL "))
 		if err != nil {
 			return nil, fmt.Errorf("analyze: read the definitions of macros and views: %w", err)
 		}
-		called, words = nil, nil
-		for _, body := range bodies {
-			bc, bw, err := wal.Names(body)
-			if err != nil {
-				return nil, fmt.Errorf("analyze: a macro or view definition: %w", err)
+		for _, d := range defs {
+			key, def, _ := strings.Cut(d, "\x1f")
+			if err := body(def, viaOf[key]); err != nil {
+				return nil, err
 			}
-			for _, name := range bc {
-				if !slices.Contains(calls, name) {
-					calls = append(calls, name)
-				}
-			}
-			called = append(called, macroCandidates(body)...)
-			words = append(words, bw...)
 		}
+		called, viewed = nextCalled, nextViewed
+		nextCalled, nextViewed = nil, nil
 	}
 	return calls, nil
 }
 
-// unseen returns the names not in seen as SQL literals, and adds them to
-// seen.
-func unseen(names []string, seen map[string]bool) []string {
-	var out []string
-	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, sqlquote.Literal(n))
+// builtinMacros returns the definitions of DuckDB's own macros, scalar
+// and table, by lower-case name (an overloaded macro has several), read
+// from duckdb_functions() once per Analyzer: they are the same for the
+// life of the process, and reading them is what costs.
+func (a *Analyzer) builtinMacros(ctx context.Context, c *engine.Conn) (map[string][]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.builtin != nil {
+		return a.builtin, nil
+	}
+	rows, err := c.QueryStrings(ctx, "SELECT lower(function_name) || chr(31) || macro_definition FROM duckdb_functions() "+
+		"WHERE internal AND function_type IN ('macro', 'table_macro') AND macro_definition IS NOT NULL")
+	if err != nil {
+		return nil, fmt.Errorf("analyze: read DuckDB's own macros: %w", err)
+	}
+	m := map[string][]string{}
+	for _, r := range rows {
+		name, def, _ := strings.Cut(r, "\x1f")
+		if !slices.Contains(m[name], def) {
+			m[name] = append(m[name], def)
 		}
 	}
-	return out
+	a.builtin = m
+	return m, nil
+}
+
+// bodyCalls lists, lower-cased and without repeats, the functions a text
+// calls (wal.Names: clock keywords without parentheses included), with
+// ageToday for each age() called with one argument.
+func bodyCalls(sql string) ([]string, error) {
+	calls, _, err := wal.Names(sql)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(calls, "age") && callsAgeToday(sql) {
+		calls = append(calls, ageToday)
+	}
+	return calls, nil
+}
+
+// callsAgeToday reports whether sql calls age() with one argument: a call
+// whose parentheses hold something and no comma outside inner parentheses
+// or brackets.
+func callsAgeToday(sql string) bool {
+	toks, err := wal.Lex(sql)
+	if err != nil {
+		return true
+	}
+	sig := wal.SignificantTokens(toks)
+	for k := 0; k+1 < len(sig); k++ {
+		t := sig[k]
+		if !sig[k+1].IsPunct('(') || (t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent) {
+			continue
+		}
+		if name := strings.ToLower(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`)); name != "age" {
+			continue
+		}
+		depth, args := 0, 0
+		for j := k + 1; j < len(sig); j++ {
+			switch {
+			case sig[j].IsPunct('(') || sig[j].IsPunct('[') || sig[j].IsPunct('{'):
+				depth++
+			case sig[j].IsPunct(')') || sig[j].IsPunct(']') || sig[j].IsPunct('}'):
+				depth--
+			case depth == 1 && sig[j].IsPunct(','):
+				args++
+			}
+			if depth == 0 {
+				if args == 0 && j > k+2 {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
 }
 
 // macroCandidates lists, lower-cased, the names sql may call a macro by.
@@ -103,9 +242,10 @@ func macroCandidates(sql string) []string {
 		return nil
 	}
 	sig := wal.SignificantTokens(toks)
+	from, to := createdName(sig)
 	var out []string
 	for k, t := range sig {
-		if k+1 >= len(sig) || !sig[k+1].IsPunct('(') || insertTarget(sig, k) {
+		if k+1 >= len(sig) || !sig[k+1].IsPunct('(') || insertTarget(sig, k) || from <= k && k <= to {
 			continue
 		}
 		var name string
@@ -125,6 +265,77 @@ func macroCandidates(sql string) []string {
 		}
 	}
 	return out
+}
+
+// viewWords lists, lower-cased and without repeats, the words of sql that
+// may name a view: every identifier, quoted or not, but the name of the
+// object a CREATE makes (createdName), whose old definition CREATE OR
+// REPLACE discards.
+func viewWords(sql string) []string {
+	toks, err := wal.Lex(sql)
+	if err != nil {
+		return nil
+	}
+	sig := wal.SignificantTokens(toks)
+	from, to := createdName(sig)
+	var out []string
+	for k, t := range sig {
+		var name string
+		switch {
+		case from <= k && k <= to:
+			continue
+		case t.Kind == wal.TokIdent:
+			name = strings.ToLower(t.Text)
+		case t.Kind == wal.TokQuotedIdent:
+			name = strings.ToLower(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`))
+		default:
+			continue
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// createdName returns the indexes in sig of the first and last token of
+// the name a CREATE statement gives its object (CREATE [OR REPLACE]
+// [TEMP] kind [IF NOT EXISTS] name, qualified or not), or -1, -1: the
+// object the statement makes, not one it uses, though CREATE MACRO m(x)
+// puts a parenthesis after it.
+func createdName(sig []wal.Token) (int, int) {
+	if len(sig) == 0 || !sig[0].Is("create") {
+		return -1, -1
+	}
+	k := 1
+	for k < len(sig) && sig[k].Kind == wal.TokIdent && !createdKinds[strings.ToLower(sig[k].Text)] {
+		k++ // OR REPLACE, TEMP, TEMPORARY, PERSISTENT, UNIQUE, …
+		if k > 4 {
+			return -1, -1
+		}
+	}
+	if k >= len(sig) {
+		return -1, -1
+	}
+	k++
+	if k+2 < len(sig) && sig[k].Is("if") && sig[k+1].Is("not") && sig[k+2].Is("exists") {
+		k += 3
+	}
+	from := k
+	for k < len(sig) && (sig[k].Kind == wal.TokIdent || sig[k].Kind == wal.TokQuotedIdent) {
+		if k+1 < len(sig) && sig[k+1].IsPunct('.') {
+			k += 2
+			continue
+		}
+		return from, k
+	}
+	return -1, -1
+}
+
+// createdKinds are the kinds of object a CREATE names next.
+var createdKinds = map[string]bool{
+	"table": true, "view": true, "macro": true, "function": true, "trigger": true, "sequence": true,
+	"index": true, "type": true, "schema": true, "secret": true,
 }
 
 // insertTarget reports whether the name at k, followed by a parenthesis,

@@ -93,7 +93,7 @@ func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Ana
 	fires := firing(ctx, c, table, events)
 	analyses := make([]Analysis, len(fires))
 	for i, fire := range fires {
-		if analyses[i], err = analyzeOn(ctx, c, fire); err != nil {
+		if analyses[i], err = a.analyzeOn(ctx, c, fire); err != nil {
 			return nil, nil, fmt.Errorf("%w: the trigger's action could not be checked: %s: %w", wal.ErrNondeterministic, fire, err)
 		}
 	}

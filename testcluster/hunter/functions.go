@@ -13,9 +13,12 @@ import (
 // overloads' parameters.
 type Function struct {
 	Name string
-	// Table is set for table functions and table macros; scalars are
-	// called inside expressions.
+	// Table is set for table functions and table macros; scalars and
+	// scalar macros are called inside expressions.
 	Table bool
+	// Macro is set for a macro, DuckDB's own (ago, pg_conf_load_time, …)
+	// or a user's: its body, not a function of its own, is what runs.
+	Macro bool
 	// Overloads are the parameter lists, each with one Param per parameter.
 	Overloads [][]Param
 }
@@ -30,8 +33,10 @@ type Param struct {
 }
 
 // functionsQuery lists the functions the hunter calls: every VOLATILE or
-// CONSISTENT_WITHIN_QUERY scalar (the clock is one), every table function
-// and table macro, except the TPC-H and TPC-DS generators: DuckDB 2.0's
+// CONSISTENT_WITHIN_QUERY scalar (the clock is one), every scalar macro
+// (DuckDB lists no stability for a macro: what its body calls decides, and
+// ago() and pg_conf_load_time() read the clock), every table function and
+// table macro, except the TPC-H and TPC-DS generators: DuckDB 2.0's
 // library bundles them, and one call of dbgen writes 8.6 million rows on
 // every node, so a hunt slowed to a crawl on snapshots of a TPC-H database
 // (they replicate as any deterministic write). Parameters are joined with a
@@ -40,6 +45,7 @@ const functionsQuery = `SELECT function_name, function_type,
 	coalesce(array_to_string(parameters, chr(31)), ''), coalesce(array_to_string(parameter_types, chr(31)), '')
 FROM duckdb_functions()
 WHERE (function_type = 'scalar' AND stability IN ('VOLATILE', 'CONSISTENT_WITHIN_QUERY'))
+	OR function_type = 'macro'
 	OR (function_type IN ('table', 'table_macro') AND function_name NOT IN ('dbgen', 'dsdgen'))`
 
 // LoadFunctions asks a node's DuckDB for the functions to call, sorted by
@@ -63,7 +69,7 @@ func LoadFunctions(ctx context.Context, c *client.Conn) ([]Function, error) {
 		types, _ := v[3].(string)
 		f := byName[name]
 		if f == nil {
-			f = &Function{Name: name, Table: kind != "scalar"}
+			f = &Function{Name: name, Table: kind == "table" || kind == "table_macro", Macro: kind == "macro" || kind == "table_macro"}
 			byName[name] = f
 		}
 		f.Overloads = append(f.Overloads, params(names, types, kind == "table"))

@@ -49,6 +49,9 @@ type Generator struct {
 	rng     *rand.Rand
 	places  []placement
 	scalars []Function
+	// macros are the scalar macros, drawn as often as a third of the
+	// scalars: DuckDB defines over a hundred, most of them deterministic.
+	macros  []Function
 	tables  []Function
 	queue   []Statement
 	pool    []string // tables statements may write: base ones, then created ones
@@ -68,9 +71,12 @@ func NewGenerator(seed int64, funcs []Function, skip ...string) *Generator {
 	}
 	g.pool = append(g.pool, baseTables...)
 	for _, f := range funcs {
-		if f.Table {
+		switch {
+		case f.Table:
 			g.tables = append(g.tables, f)
-		} else {
+		case f.Macro:
+			g.macros = append(g.macros, f)
+		default:
 			g.scalars = append(g.scalars, f)
 		}
 	}
@@ -85,6 +91,9 @@ var extraScalars = []Function{
 	{Name: "getvariable", Overloads: [][]Param{{{Name: "col0", Type: "VARCHAR", Positional: true}}}},
 	{Name: "version", Overloads: [][]Param{nil}},
 	{Name: "pragma_version", Overloads: [][]Param{nil}},
+	// age() with one argument counts from today's date, though DuckDB
+	// lists age as CONSISTENT.
+	{Name: "age", Overloads: [][]Param{{{Name: "timestamp", Type: "TIMESTAMP", Positional: true}}}},
 }
 
 // Result tells the generator whether st was accepted, so that the objects
@@ -373,6 +382,9 @@ func (g *Generator) anyExpr() (string, string) {
 // scalar, under one of the names DuckDB resolves to it.
 func (g *Generator) scalarExpr() (string, string) {
 	f := g.scalars[g.rng.IntN(len(g.scalars))]
+	if len(g.macros) > 0 && g.rng.IntN(3) == 0 {
+		f = g.macros[g.rng.IntN(len(g.macros))]
+	}
 	args := g.args(f)
 	name := g.spell(f.Name)
 	if len(args) == 0 && g.rng.IntN(5) == 0 && keywordOK[f.Name] {
@@ -420,14 +432,31 @@ func (g *Generator) args(f Function) []string {
 	ps := f.Overloads[g.rng.IntN(len(f.Overloads))]
 	var out []string
 	for _, p := range ps {
+		typ := p.Type
+		if f.Macro && typ == "" {
+			typ = macroParamTypes[p.Name]
+		}
 		switch {
 		case p.Positional:
-			out = append(out, g.literal(f.Name, p.Type))
+			out = append(out, g.literal(f.Name, typ))
 		case g.rng.IntN(5) == 0:
-			out = append(out, p.Name+" := "+g.literal(f.Name, p.Type))
+			out = append(out, p.Name+" := "+g.literal(f.Name, typ))
 		}
 	}
 	return out
+}
+
+// macroParamTypes are the types of the parameters of DuckDB's own macros
+// by their names: duckdb_functions() lists a macro's parameters untyped,
+// and a call of ago() with an integer fails to bind before it reaches the
+// cluster's checks.
+var macroParamTypes = map[string]string{
+	"i": "INTERVAL", "interval": "INTERVAL", "date": "TIMESTAMP", "timestamp": "TIMESTAMP",
+	"arr": "INTEGER[]", "l": "INTEGER[]", "condition": "BOOLEAN", "include_implicit": "BOOLEAN",
+	"seconds": "INTEGER", "bytes": "BIGINT", "position": "INTEGER", "dim": "INTEGER", "x": "INTEGER", "y": "INTEGER",
+	"n": "VARCHAR", "v": "INTEGER", "value": "INTEGER", "weight": "INTEGER", "el": "INTEGER", "e": "INTEGER",
+	"string": "VARCHAR", "text": "VARCHAR", "delimiter": "VARCHAR", "sep": "VARCHAR", "pattern": "VARCHAR",
+	"message": "VARCHAR", "db_name": "VARCHAR", "privilege": "VARCHAR", "table": "VARCHAR", "expression": "INTEGER",
 }
 
 // literal is a value of type typ, kept small: sleep_ms, range and repeat
@@ -450,6 +479,8 @@ func (g *Generator) literal(fn, typ string) string {
 		return "TIMESTAMP '2024-01-01'"
 	case "INTERVAL":
 		return "INTERVAL 1 DAY"
+	case "INTEGER[]":
+		return "[1, 2]"
 	case "JSON":
 		return `'{"a": [1, 2]}'`
 	case "VARCHAR[]":

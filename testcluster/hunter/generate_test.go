@@ -1,14 +1,19 @@
 package hunter
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/duckraft/duckraft/node/engine"
 )
 
-// testFunctions stand for duckdb_functions(): two volatile scalars and two
-// table functions, one with a named parameter.
+// testFunctions stand for duckdb_functions(): two volatile scalars, a
+// macro over the clock, and two table functions, one with a named
+// parameter.
 var testFunctions = []Function{
 	{Name: "random", Overloads: [][]Param{nil}},
+	{Name: "ago", Macro: true, Overloads: [][]Param{{{Name: "i", Positional: true}}}},
 	{Name: "sleep_ms", Overloads: [][]Param{{{Name: "milliseconds", Type: "BIGINT", Positional: true}}}},
 	{Name: "range", Table: true, Overloads: [][]Param{{{Name: "col0", Type: "BIGINT", Positional: true}}}},
 	{Name: "test_all_types", Table: true, Overloads: [][]Param{{{Name: "use_large_enum", Type: "BOOLEAN"}}}},
@@ -58,7 +63,7 @@ func TestGeneratorCoversPlacementsAndSpellings(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`"random"(`, "main.random(", "system.main.random(", `"system"."main"."range"(`,
-		"RANDOM(", `main."sleep_ms"(`, "use_large_enum := ", "USING SAMPLE", "TABLESAMPLE", "rowid",
+		"RANDOM(", `main."sleep_ms"(`, "ago(INTERVAL 1 DAY)", "age(TIMESTAMP", "use_large_enum := ", "USING SAMPLE", "TABLESAMPLE", "rowid",
 		"DEFAULT", "GENERATED ALWAYS", "CREATE MACRO", "CREATE VIEW", "CREATE TABLE", "CALL "} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no statement contains %q", want)
@@ -93,6 +98,54 @@ func TestGeneratorSkips(t *testing.T) {
 		g.Result(st, true)
 		if st.Placement == "alter-set-default" || st.Placement == "rowid" {
 			t.Fatalf("skipped placement generated: %s", st.SQL)
+		}
+	}
+}
+
+// Macros, DuckDB's own among them, and age() with one argument are called
+// in every place a write evaluates or stores an expression.
+func TestGeneratorCallsMacrosEverywhere(t *testing.T) {
+	seen := map[string]map[string]bool{}
+	for _, st := range generate(6, 20000) {
+		if seen[st.Func] == nil {
+			seen[st.Func] = map[string]bool{}
+		}
+		seen[st.Func][st.Placement] = true
+	}
+	for _, fn := range []string{"ago", "age"} {
+		for _, p := range []string{"update-set", "update-where", "delete-where", "insert-values", "insert-select", "subquery",
+			"create-table-as", "column-default", "alter-set-default", "generated-column", "macro", "view", "trigger"} {
+			if !seen[fn][p] {
+				t.Errorf("%s() never generated in placement %s", fn, p)
+			}
+		}
+	}
+}
+
+// The hunter's function list, from a real DuckDB, holds DuckDB's own
+// macros that read the clock, as scalars with their parameters.
+func TestFunctionsQueryListsMacros(t *testing.T) {
+	db, err := engine.Open("", engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := c.QueryStrings(context.Background(), "SELECT function_name || ' ' || function_type || ' ' || \"3\" FROM ("+functionsQuery+") AS f(function_name, function_type, \"3\", \"4\")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ago macro i", "pg_conf_load_time macro ", "pg_postmaster_start_time macro ", "now scalar ", "histogram table_macro "} {
+		found := false
+		for _, r := range rows {
+			found = found || strings.HasPrefix(r, want)
+		}
+		if !found {
+			t.Errorf("the hunter's function list lacks %q", want)
 		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package hunter looks for writes that leave a duckraft cluster's replicas
 // different: it generates write statements from DuckDB's own function list
-// (every volatile or clock-reading scalar and every table function, under
-// each name DuckDB resolves to it) in every place of a write where DuckDB
-// evaluates an expression, sends them to a real 3-node cluster with a
+// (every volatile or clock-reading scalar, every macro, DuckDB's own
+// included, and every table function, under each name DuckDB resolves to
+// it) in every place of a write where DuckDB evaluates an expression, sends them to a real 3-node cluster with a
 // seeded random generator, and after every statement waits until all
 // nodes reach the leader's applied index and compares their state hashes.
 //

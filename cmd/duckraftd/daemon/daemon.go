@@ -74,6 +74,10 @@ type Config struct {
 	// "ROLE TOKEN" per line (package node/tokens), accepted besides
 	// Token; ReloadTokens reads it again.
 	TokensFile string
+	// ConfigFile is the --config file the configuration came from, if
+	// any: it may hold the token or the cluster key, so no client
+	// statement may read it (routing.Config.ProtectedPaths).
+	ConfigFile string
 	// ClusterKey (16, 24 or 32 bytes) is the members' credential: gossip's
 	// encryption key, the node API's node credential and the Raft
 	// transport's CA are derived from it (package clusterkey). Nil reads
@@ -565,6 +569,7 @@ func (d *Daemon) routingConfig() routing.Config {
 		remoteToken = d.nodeCred
 	}
 	return routing.Config{
+<<<<<<< HEAD
 		ID:               d.cfg.ID,
 		Directory:        d.members,
 		DB:               d.db,
@@ -580,6 +585,23 @@ func (d *Daemon) routingConfig() routing.Config {
 		ObserveRead:      d.metrics.observeRead,
 		ObserveWrite:     d.metrics.observeWrite,
 		Logger:           d.log,
+=======
+		ID:             d.cfg.ID,
+		Directory:      d.members,
+		DB:             d.db,
+		Token:          remoteToken,
+		NodeCredential: d.nodeCred,
+		Remote:         routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
+		Consistency:    d.cfg.Consistency,
+		MaxStaleness:   d.cfg.MaxStaleness,
+		StageBytes:     d.cfg.StageBytes,
+		Voters:         d.voterCount,
+		Now:            d.cfg.Now,
+		ObserveRead:    d.metrics.observeRead,
+		ObserveWrite:   d.metrics.observeWrite,
+		ProtectedPaths: d.ownFiles(),
+		Logger:         d.log,
+>>>>>>> sqlrules
 	}
 }
 
@@ -591,6 +613,22 @@ func (d *Daemon) voterCount() int {
 		return d.store.Voters()
 	}
 	return d.cfg.Voters
+}
+
+// ownFiles are the node's files and directories that no client statement
+// may read or write: the data directory (DuckDB file and WAL, Raft state,
+// generated token and cluster key), the tokens, cluster key, TLS key and
+// configuration files, the backup directory and the backup a cluster was
+// seeded from.
+func (d *Daemon) ownFiles() []string {
+	c := d.cfg
+	var out []string
+	for _, p := range []string{c.DataDir, c.TokensFile, c.ClusterKeyFile, c.TLSKey, c.RaftTLSKey, c.ConfigFile, c.BackupDir, c.Restore} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // quackServer is the Quack front end of a node or a router: sessions
