@@ -569,7 +569,6 @@ func (d *Daemon) routingConfig() routing.Config {
 		remoteToken = d.nodeCred
 	}
 	return routing.Config{
-<<<<<<< HEAD
 		ID:               d.cfg.ID,
 		Directory:        d.members,
 		DB:               d.db,
@@ -584,24 +583,8 @@ func (d *Daemon) routingConfig() routing.Config {
 		Now:              d.cfg.Now,
 		ObserveRead:      d.metrics.observeRead,
 		ObserveWrite:     d.metrics.observeWrite,
+		ProtectedPaths:   d.ownFiles(),
 		Logger:           d.log,
-=======
-		ID:             d.cfg.ID,
-		Directory:      d.members,
-		DB:             d.db,
-		Token:          remoteToken,
-		NodeCredential: d.nodeCred,
-		Remote:         routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
-		Consistency:    d.cfg.Consistency,
-		MaxStaleness:   d.cfg.MaxStaleness,
-		StageBytes:     d.cfg.StageBytes,
-		Voters:         d.voterCount,
-		Now:            d.cfg.Now,
-		ObserveRead:    d.metrics.observeRead,
-		ObserveWrite:   d.metrics.observeWrite,
-		ProtectedPaths: d.ownFiles(),
-		Logger:         d.log,
->>>>>>> sqlrules
 	}
 }
 
