@@ -205,7 +205,7 @@ func TestSendDataBadInput(t *testing.T) {
 		return status, msg
 	}
 	chunk, _ := wire.ChunkFromRows([]wire.LogicalType{{ID: wire.TypeInteger}}, [][]any{{int32(1)}})
-	insert := &wire.PrepareRequest{SQL: "INSERT INTO s SELECT * FROM scan_data_from_quack_client('st1', NULL::STRUCT(i INTEGER), ordered := true)",
+	insert := &wire.PrepareRequest{SQL: "INSERT INTO s SELECT * FROM scan_data_from_quack_client('st1', NULL::STRUCT(col0 INTEGER), ordered := true)",
 		QueryUUID: wire.Hugeint{Lower: 9}, InlineRows: wire.Idx(0)}
 	if _, msg := q3(insert); msg == nil || msg.Type() != wire.MsgPrepareResponse {
 		t.Fatalf("prepare: %+v", msg)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/duckraft/duckraft/node/sqlquote"
@@ -14,7 +15,7 @@ import (
 
 // A Q3 client inserts by running
 //
-//	INSERT INTO <table> SELECT * FROM scan_data_from_quack_client('<stream id>', NULL::STRUCT(…), ordered := …)
+//	INSERT INTO <table> SELECT * FROM scan_data_from_quack_client('<stream id>', NULL::STRUCT(col0 <type>, …), ordered := true|false)
 //
 // and streaming the rows in SEND_DATA messages. The server recognises that
 // statement instead of registering the table function in DuckDB, and
@@ -25,7 +26,173 @@ import (
 // the same path as Q1's APPEND, so a cluster replicates them the same way,
 // and a large insert streams on (routing stages it) instead of waiting in
 // memory for its last batch.
-var sendDataInsert = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+(.+?)\s+SELECT\s+\*\s+FROM\s+scan_data_from_quack_client\s*\(\s*'([^']+)'.*\)\s*;?\s*$`)
+//
+// Only the exact text DuckDB's client writes is recognised
+// (parseInsertStream): the server runs none of it, so anything else in it
+// would be dropped without a word. Any other text that names the function
+// is refused (errStreamStatement), never run in part: DuckDB, which does
+// not have the function, would run the statements before it, and try to
+// install the extension that has it.
+const streamFunction = "scan_data_from_quack_client"
+
+// errStreamStatement refuses a text that names the stream function but is
+// not the insert statement DuckDB's client sends, or comes in a session
+// without streams (Q1).
+var errStreamStatement = errors.New("Not implemented Error: " + streamFunction + " is served only in the statement " +
+	"DuckDB's client sends to insert a data stream, exactly: INSERT INTO <table> SELECT * FROM " + streamFunction +
+	"('<stream id>', NULL::STRUCT(col0 <type>, …), ordered := true|false), in a Quack 3 session; nothing of this text was run")
+
+// namesStreamFunction reports whether sql holds the stream function's
+// name anywhere, in any case: in a call, a string or a comment alike.
+func namesStreamFunction(sql string) bool {
+	for i := 0; i+len(streamFunction) <= len(sql); i++ {
+		if c := sql[i]; (c == 's' || c == 'S') && strings.EqualFold(sql[i:i+len(streamFunction)], streamFunction) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseInsertStream returns the target and the stream id of sql if it is
+// exactly the statement DuckDB 2.0's client sends for an insert stream
+// (duckdb-quack's quack_insert.cpp):
+//
+//	INSERT INTO <name> SELECT * FROM scan_data_from_quack_client('<stream id>', NULL::STRUCT(col0 <type>, col1 <type>, …), ordered := true|false)
+//
+// in those words, cases and spaces, and nothing after it. <name> is a
+// dotted path of identifiers, each plain or double-quoted, as DuckDB
+// renders a qualified name; the stream id is a UUID or hex string; each
+// <type> is DuckDB's rendering of a type (nested types, quoted names and
+// literals), which the server does not use: the chunks carry their types.
+func parseInsertStream(sql string) (target, stream string, ok bool) {
+	p := &textParser{s: sql}
+	if !p.word("INSERT INTO ") {
+		return "", "", false
+	}
+	start := p.i
+	if !p.qualifiedName() {
+		return "", "", false
+	}
+	target = sql[start:p.i]
+	if !p.word(" SELECT * FROM " + streamFunction + "('") {
+		return "", "", false
+	}
+	start = p.i
+	for p.i < len(sql) && p.i-start < 64 && isStreamIDByte(sql[p.i]) {
+		p.i++
+	}
+	stream = sql[start:p.i]
+	if stream == "" || !p.word("', NULL::STRUCT(") {
+		return "", "", false
+	}
+	for col := 0; ; col++ {
+		if !p.word("col"+strconv.Itoa(col)+" ") || !p.typeText() {
+			return "", "", false
+		}
+		if p.word(", ") {
+			continue
+		}
+		if p.word(")") {
+			break
+		}
+		return "", "", false
+	}
+	if !p.word(", ordered := ") || !p.word("true)") && !p.word("false)") || p.i != len(sql) {
+		return "", "", false
+	}
+	return target, stream, true
+}
+
+func isStreamIDByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-'
+}
+
+// textParser walks a statement's text for parseInsertStream.
+type textParser struct {
+	s string
+	i int
+}
+
+// word consumes w if the text goes on with it, exactly.
+func (p *textParser) word(w string) bool {
+	if !strings.HasPrefix(p.s[p.i:], w) {
+		return false
+	}
+	p.i += len(w)
+	return true
+}
+
+// quoted consumes a string quoted with q, in which q is doubled.
+func (p *textParser) quoted(q byte) bool {
+	if p.i >= len(p.s) || p.s[p.i] != q {
+		return false
+	}
+	for j := p.i + 1; j < len(p.s); j++ {
+		if p.s[j] != q {
+			continue
+		}
+		if j+1 < len(p.s) && p.s[j+1] == q {
+			j++
+			continue
+		}
+		p.i = j + 1
+		return true
+	}
+	return false
+}
+
+// qualifiedName consumes one or more identifiers joined by dots, each a
+// plain identifier or a double-quoted one.
+func (p *textParser) qualifiedName() bool {
+	for {
+		switch {
+		case p.quoted('"'):
+		case p.i < len(p.s) && (isIdentStart(p.s[p.i])):
+			for p.i++; p.i < len(p.s) && (isIdentStart(p.s[p.i]) || p.s[p.i] >= '0' && p.s[p.i] <= '9'); p.i++ {
+			}
+		default:
+			return false
+		}
+		if !p.word(".") {
+			return true
+		}
+	}
+}
+
+func isIdentStart(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
+
+// typeText consumes one type as DuckDB renders it, up to the ", " or ")"
+// that ends it: words, numbers and blanks, parentheses and brackets that
+// balance, commas inside them, quoted names and string literals. Nothing
+// else (no semicolon, no comment) may appear outside quotes.
+func (p *textParser) typeText() bool {
+	start, depth := p.i, 0
+	for p.i < len(p.s) {
+		switch c := p.s[p.i]; {
+		case c == '\'' || c == '"':
+			if !p.quoted(c) {
+				return false
+			}
+			continue
+		case c == '(' || c == '[':
+			depth++
+		case c == ')' || c == ']':
+			if depth == 0 {
+				return c == ')' && p.i > start
+			}
+			depth--
+		case c == ',':
+			if depth == 0 {
+				return p.i > start
+			}
+		case c == ' ' || c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		default:
+			return false
+		}
+		p.i++
+	}
+	return false
+}
 
 // maxStreamBytes bounds the batches one insert stream holds that arrived
 // ahead of a batch still missing.
@@ -55,8 +222,8 @@ type dataStream struct {
 // openDataStream registers the stream named in a recognised insert and
 // answers the PREPARE at once: the statement's result (its Count) comes
 // over FETCH once the stream is closed.
-func (s *Server) openDataStream(sess *Session, req *wire.PrepareRequest, m []string) response {
-	schema, table, err := s.cfg.DB.ResolveTable(m[1])
+func (s *Server) openDataStream(sess *Session, req *wire.PrepareRequest, target, stream string) response {
+	schema, table, err := s.cfg.DB.ResolveTable(target)
 	if err != nil {
 		return errorResponse("cannot insert into " + err.Error())
 	}
@@ -68,7 +235,7 @@ func (s *Server) openDataStream(sess *Session, req *wire.PrepareRequest, m []str
 	if sess.streams == nil {
 		sess.streams = make(map[string]*dataStream)
 	}
-	sess.streams[m[2]] = st
+	sess.streams[stream] = st
 	sess.mu.Unlock()
 	return response{gen: sess.gen, header: wire.Header{Type: wire.MsgPrepareResponse}, body: &wire.PrepareResponse{
 		Types: []wire.LogicalType{{ID: wire.TypeBigInt}}, Names: []string{"Count"}, NeedsMoreFetch: true, UUID: req.QueryUUID,

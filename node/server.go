@@ -710,13 +710,15 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	if rewrite != "" {
 		sql = rewrite
 	}
-	if sess.gen == wire.Q3 {
-		if m := sendDataInsert.FindStringSubmatch(sql); m != nil {
-			if err := sess.Require(tokens.Write, "INSERT INTO "+m[1]); err != nil {
-				return failure(err)
-			}
-			return s.openDataStream(sess, req, m)
+	if namesStreamFunction(sql) {
+		target, stream, ok := parseInsertStream(sql)
+		if !ok || sess.gen != wire.Q3 {
+			return failure(errStreamStatement)
 		}
+		if err := sess.Require(tokens.Write, "INSERT INTO "+target); err != nil {
+			return failure(err)
+		}
+		return s.openDataStream(sess, req, target, stream)
 	}
 	inlineAll := false
 	if c, ok := s.catalogQuery(sql); ok {

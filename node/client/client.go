@@ -529,7 +529,7 @@ func (c *Conn) insertStream(ctx context.Context, target string, cols []*wire.Vec
 	stream := fmt.Sprintf("%016x%016x", uint64(uuid.Upper), uuid.Lower)
 	var proto []string
 	for i, col := range cols {
-		proto = append(proto, fmt.Sprintf("c%d %s", i+1, col.Type.String()))
+		proto = append(proto, fmt.Sprintf("col%d %s", i, col.Type.String()))
 	}
 	sql := fmt.Sprintf("INSERT INTO %s SELECT * FROM scan_data_from_quack_client('%s', NULL::STRUCT(%s), ordered := true)",
 		target, stream, strings.Join(proto, ", "))
