@@ -80,18 +80,88 @@ func TestSessionFloodFromOneClient(t *testing.T) {
 	}
 }
 
-// TestUncappedClients exempts a client address from the per-client cap
-// (a cluster's members, whose sessions carry other clients' reads).
-func TestUncappedClients(t *testing.T) {
-	addr, _ := startServer(t, func(c *node.Config) {
-		c.MaxSessions, c.MaxSessionsPerClient = 8, 2
-		c.UncappedClient = func(host string) bool { return host == "127.0.0.3" }
+// handshakeWith is handshake with extra HTTP headers.
+func handshakeWith(t *testing.T, hc *http.Client, addr string, header http.Header) (wire.Header, wire.Message) {
+	t.Helper()
+	body := encode(t, wire.Q3, wire.Header{Type: wire.MsgConnectionRequest},
+		&wire.ConnectionRequest{AuthString: testToken, MinVersion: 3, MaxVersion: 3, HeartbeatTimeoutSeconds: 60})
+	req, err := http.NewRequest(http.MethodPost, "http://"+strings.TrimPrefix(addr, "quack:")+"/quack", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, msg, err := wire.DecodeMessage(data, wire.Q3, wire.Limits{})
+	if err != nil {
+		t.Fatalf("decode answer: %v", err)
+	}
+	return h, msg
+}
+
+// TestMemberSessionsOutsideTheCaps fills the server's client sessions
+// from two addresses, then opens the sessions a cluster's members open to
+// route their clients' reads. Before, members were told apart by address
+// only and counted in the total: clients that filled it (a read token
+// held 1,024 sessions on a leader) refused the members too, and every
+// other node's strong reads failed. Now a session that carries the
+// members' credential is a member's, whatever its address, and outside
+// both caps; one with a wrong credential is a client's.
+func TestMemberSessionsOutsideTheCaps(t *testing.T) {
+	const cred = "member-credential-0123"
+	addr, srv := startServer(t, func(c *node.Config) {
+		c.MaxSessions, c.MaxSessionsPerClient = 4, 2
+		c.MemberCredential = cred
 	})
-	peer := fromAddr("127.0.0.3")
-	for i := range 4 {
-		if _, msg := handshake(t, peer, addr, 60); fmt.Sprintf("%T", msg) != "*wire.ConnectionResponse" {
-			t.Fatalf("uncapped session %d refused: %+v", i, msg)
+	opens := func(hc *http.Client, header http.Header) (string, string) {
+		t.Helper()
+		h, msg := handshakeWith(t, hc, addr, header)
+		if e, ok := msg.(*wire.ErrorResponse); ok {
+			return "", e.Message
 		}
+		return h.ConnectionID, ""
+	}
+	member := http.Header{wire.MemberHeader: {cred}}
+	var clients []string
+	for _, ip := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		id, refused := opens(fromAddr(ip), nil)
+		if refused != "" {
+			t.Fatalf("client session from %s refused: %s", ip, refused)
+		}
+		clients = append(clients, id)
+	}
+	if _, refused := opens(fromAddr("127.0.0.4"), nil); !strings.Contains(refused, "too many sessions") {
+		t.Fatalf("a fifth client session: %q, want too many sessions", refused)
+	}
+	if _, refused := opens(fromAddr("127.0.0.2"), http.Header{wire.MemberHeader: {"not-the-credential"}}); !strings.Contains(refused, "too many sessions") {
+		t.Fatalf("a session with a wrong member credential: %q, want too many sessions", refused)
+	}
+	// Members' sessions, from a client's address and from another, are
+	// outside both caps.
+	for i, ip := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.5", "127.0.0.5", "127.0.0.5"} {
+		if _, refused := opens(fromAddr(ip), member); refused != "" {
+			t.Fatalf("member session %d from %s refused: %s", i, ip, refused)
+		}
+	}
+	if n := srv.SessionCount(); n != 10 {
+		t.Fatalf("%d sessions, want 4 of clients and 6 of members", n)
+	}
+	// Members' sessions do not count toward the clients' total: once a
+	// client leaves, another client gets its place.
+	if _, _, msg := post(t, addr, encode(t, wire.Q3, wire.Header{Type: wire.MsgDisconnect, ConnectionID: clients[0]}, &wire.DisconnectMessage{})); msg == nil {
+		t.Fatal("disconnect not answered")
+	}
+	if _, refused := opens(fromAddr("127.0.0.4"), nil); refused != "" {
+		t.Fatalf("a client after one left: %s", refused)
 	}
 }
 

@@ -119,17 +119,52 @@ type Config struct {
 	// Executor runs statements; nil means LocalExecutor.
 	Executor Executor
 	// MaxMessageBytes bounds a request body; larger ones get an error.
+	// Only a request of an open session may be that large: the header
+	// and the session it names are checked first, and a
+	// CONNECTION_REQUEST is at most 64 KiB.
 	MaxMessageBytes int64
-	// MaxSessions bounds concurrent sessions; more are refused.
+	// MaxBodyBytesInFlight bounds the bytes of request bodies the server
+	// holds at once, being received or handled; a body that does not fit
+	// waits BudgetWait and is then refused unread (code wire.CodeBusy).
+	// 0 is DefaultMaxBodyBytesInFlight; never less than MaxMessageBytes.
+	MaxBodyBytesInFlight int64
+	// MaxDecompressedBytes bounds the bytes decompressed from compressed
+	// requests held at once, node-wide, and MaxSessionDecompressedBytes
+	// those of one session; a request that does not fit waits BudgetWait
+	// and is then refused. 0 is DefaultMaxDecompressedBytes, and
+	// MaxMessageBytes for a session.
+	MaxDecompressedBytes        int64
+	MaxSessionDecompressedBytes int64
+	// BudgetWait is how long a request waits for the budgets above; 0 is
+	// DefaultBudgetWait.
+	BudgetWait time.Duration
+	// MaxSessions bounds the concurrent sessions of clients; more are
+	// refused. Members' sessions (MemberCredential) are not counted.
 	MaxSessions int
 	// MaxSessionsPerClient bounds the concurrent sessions of one client
 	// address, so that one client cannot take every session of the
 	// server; 0 is a quarter of MaxSessions.
 	MaxSessionsPerClient int
-	// UncappedClient reports whether a client address is exempt from
-	// MaxSessionsPerClient (a cluster's members, whose sessions carry
-	// other clients' reads); nil exempts none.
-	UncappedClient func(host string) bool
+	// MemberCredential is the credential of a cluster's members (the
+	// node credential). A session whose CONNECTION_REQUEST carries it in
+	// the wire.MemberHeader is a member's: members' sessions carry their
+	// own clients' requests (routed reads), checked where those clients
+	// connected, so they are outside MaxSessions and
+	// MaxSessionsPerClient, and their requests outside the budgets above.
+	// The session still needs an accepted token. Empty: no member.
+	MemberCredential string
+	// MaxConns bounds the TCP connections Serve (or a listener wrapped
+	// by LimitListener) holds open, and MaxConnsPerClient those from one
+	// address; a connection past either is closed as soon as it is
+	// accepted, before a byte is read. 0 is DefaultMaxConns() and
+	// DefaultMaxConnsPerClient (at most MaxConns).
+	MaxConns          int
+	MaxConnsPerClient int
+	// MemberHost reports whether a connection's peer address is a
+	// member's, whose connections are outside MaxConns and
+	// MaxConnsPerClient: when a connection is accepted no credential has
+	// been read, so the address is all there is. nil: none.
+	MemberHost func(host string) bool
 	// MaxLease bounds the heartbeat lease a Q3 client may ask for, so a
 	// session that asks for the largest still ends when idle; 0 is
 	// DefaultMaxLease.
@@ -180,10 +215,16 @@ type Server struct {
 	lim  wire.Limits
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// bodies, peeks and inflated are the budgets of request bytes in
+	// flight: bodies as received, compressed bytes read to find a
+	// message's header, and bytes decompressed.
+	bodies, peeks, inflated *byteBudget
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	// perClient counts the sessions of each capped client address.
+	// clients counts the clients' sessions (not the members'), and
+	// perClient those of each client address.
+	clients   int
 	perClient map[string]int
 	closed    bool
 }
@@ -211,8 +252,28 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessionsPerClient <= 0 {
 		cfg.MaxSessionsPerClient = max(1, cfg.MaxSessions/4)
 	}
-	if cfg.UncappedClient == nil {
-		cfg.UncappedClient = func(string) bool { return false }
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxMessageBytes)
+	if cfg.MaxDecompressedBytes <= 0 {
+		cfg.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
+	if cfg.MaxSessionDecompressedBytes <= 0 {
+		cfg.MaxSessionDecompressedBytes = cfg.MaxMessageBytes
+	}
+	if cfg.BudgetWait <= 0 {
+		cfg.BudgetWait = DefaultBudgetWait
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns()
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	cfg.MaxConnsPerClient = min(cfg.MaxConnsPerClient, cfg.MaxConns)
+	if cfg.MemberHost == nil {
+		cfg.MemberHost = func(string) bool { return false }
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
@@ -236,6 +297,9 @@ func New(cfg Config) (*Server, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		stop:      make(chan struct{}),
+		bodies:    newByteBudget(cfg.MaxBodyBytesInFlight),
+		peeks:     newByteBudget(maxPeekBytesInFlight),
+		inflated:  newByteBudget(cfg.MaxDecompressedBytes),
 		sessions:  make(map[string]*Session),
 		perClient: make(map[string]int),
 	}
@@ -264,8 +328,9 @@ func (s *Server) Handler() http.Handler {
 	return GuardBodies(mux, s.cfg.BodyTimeout, s.cfg.MinBodyRate)
 }
 
-// Serve accepts connections on l until Close. It returns
-// http.ErrServerClosed after Close.
+// Serve accepts connections on l, within the connection caps
+// (LimitListener), until Close. It returns http.ErrServerClosed after
+// Close.
 func (s *Server) Serve(l net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -277,7 +342,7 @@ func (s *Server) Serve(l net.Listener) error {
 		<-s.stop
 		hs.Close()
 	}()
-	return hs.Serve(l)
+	return hs.Serve(s.LimitListener(l))
 }
 
 // Close ends every session and stops serving.
@@ -361,31 +426,29 @@ func (s *Server) serveQuack(w http.ResponseWriter, r *http.Request) {
 // request body had. ok is false when the body could not be read at all: the
 // connection failed, and nothing can be answered.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, resp response, received int, ok bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
-	received = len(body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return h, errorResponse(fmt.Sprintf("message exceeds the server's limit of %d bytes", s.cfg.MaxMessageBytes)), received, true
-		}
-		s.log.Debug("read request", "err", err)
-		return h, resp, received, false
-	}
-	if wire.IsCompressed(body) {
-		limit, refused := s.admitCompressed(body)
-		if refused != nil {
-			return h, *refused, received, true
-		}
-		if body, err = wire.Decompress(body, limit); err != nil {
-			return h, errorResponse(fmt.Sprintf("malformed compressed message: %v", err)), received, true
-		}
-	}
-	h, rest, err := wire.DecodeHeader(body)
-	if err != nil {
-		return wire.Header{}, errorResponse(fmt.Sprintf("malformed message header: %v", err)), received, true
-	}
 	ctx := context.WithValue(r.Context(), requestHeaderKey{}, r.Header)
-	resp = s.handle(context.WithValue(ctx, clientKey{}, clientHost(r)), h, rest)
+	in := &inbound{s: s, r: r, member: s.memberRequest(r)}
+	ctx = context.WithValue(context.WithValue(ctx, clientKey{}, clientHost(r)), memberKey{}, in.member)
+	defer in.release()
+	h, body, sess, refused, err := in.read(ctx)
+	if err != nil {
+		s.log.Debug("read request", "err", err)
+		return h, resp, in.received, false
+	}
+	switch {
+	case refused != nil:
+		if !in.done {
+			// The rest of the body is not read: net/http, which would
+			// read up to 256 KiB of it to reuse the connection, gives up
+			// at once and closes the connection after the answer.
+			http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+		resp = *refused
+	case sess == nil:
+		resp = s.connect(ctx, body)
+	default:
+		resp = s.handle(ctx, h, sess, body)
+	}
 	if resp.header.Type == wire.MsgErrorResponse {
 		// A Q3 client reads the exception type of an error of its
 		// session; the message alone is the same in every generation.
@@ -393,42 +456,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, 
 			resp.gen = sess.gen
 		}
 	}
-	return h, resp, received, true
-}
-
-// Limits of compressed requests: the header is read from the first
-// peekBytes of the message, and a CONNECTION_REQUEST, which carries no
-// session yet, decompresses to at most maxConnectBytes.
-const (
-	peekBytes       = 4096
-	maxConnectBytes = 64 << 10
-)
-
-// admitCompressed decides how far a compressed request may decompress
-// before any of it is decompressed in full: a frame of a few kilobytes can
-// declare hundreds of megabytes. Only the message header is decoded first;
-// a request of an open session may use the whole message limit, a
-// connection request a small one, and anything else is refused without
-// decompressing more.
-func (s *Server) admitCompressed(body []byte) (int, *response) {
-	prefix, err := wire.DecompressPrefix(body, peekBytes)
-	if err != nil {
-		resp := errorResponse(fmt.Sprintf("malformed compressed message: %v", err))
-		return 0, &resp
-	}
-	h, _, err := wire.DecodeHeader(prefix)
-	if err != nil {
-		resp := errorResponse(fmt.Sprintf("malformed message header: %v", err))
-		return 0, &resp
-	}
-	switch {
-	case h.Type == wire.MsgConnectionRequest:
-		return maxConnectBytes, nil
-	case s.session(h.ConnectionID) == nil:
-		resp := unknownSession()
-		return 0, &resp
-	}
-	return int(s.cfg.MaxMessageBytes), nil
+	return h, resp, in.received, true
 }
 
 // response is one message to send back.
@@ -504,24 +532,20 @@ func (s *Server) write(w http.ResponseWriter, resp response) int {
 	return n
 }
 
-func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) response {
-	if h.Type == wire.MsgConnectionRequest {
-		return s.connect(ctx, body)
-	}
-	switch h.Type {
-	case wire.MsgPrepareRequest, wire.MsgFetchRequest, wire.MsgAppendRequest, wire.MsgDisconnect,
-		wire.MsgCancelRequest, wire.MsgHeartbeatRequest, wire.MsgAcknowledgement, wire.MsgProgressRequest:
-	default:
-		return errorResponse("Unsupported message type for server")
-	}
+// admit checks a request of a session before its body is read: the
+// session it names is open, its lease has not run out, and its token is
+// still accepted.
+func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response) {
 	sess := s.session(h.ConnectionID)
 	if sess == nil {
-		return unknownSession()
+		resp := unknownSession()
+		return nil, &resp
 	}
 	now := time.Now()
 	if sess.expired(now) {
 		s.removeSession(sess)
-		return codedResponse("Connection heartbeat lease expired", wire.CodeSessionExpired)
+		resp := codedResponse("Connection heartbeat lease expired", wire.CodeSessionExpired)
+		return nil, &resp
 	}
 	// The token is checked again on every request, so one removed from
 	// the node's tokens file ends its sessions at their next request, and
@@ -530,10 +554,17 @@ func (s *Server) handle(ctx context.Context, h wire.Header, body *wire.Reader) r
 	if err != nil {
 		s.removeSession(sess)
 		s.log.Info("session ended: its token is no longer accepted", "session", sess.id)
-		return codedResponse(ErrAuthentication.Error(), wire.CodeUnauthorized)
+		resp := codedResponse(ErrAuthentication.Error(), wire.CodeUnauthorized)
+		return nil, &resp
 	}
 	sess.setRole(role)
 	sess.touch(now)
+	return sess, nil
+}
+
+// handle answers a request of sess, admitted and read.
+func (s *Server) handle(ctx context.Context, h wire.Header, sess *Session, body *wire.Reader) response {
+	sess.touch(time.Now())
 	msg, err := wire.DecodeBody(sess.gen, h.Type, body, s.lim)
 	if err != nil {
 		return errorResponse(fmt.Sprintf("malformed %v message: %v", h.Type, err))
@@ -584,15 +615,20 @@ func (s *Server) forgetLocked(sess *Session) {
 		return
 	}
 	delete(s.sessions, sess.id)
-	if sess.capped {
+	if !sess.member {
+		s.clients--
 		if s.perClient[sess.client]--; s.perClient[sess.client] <= 0 {
 			delete(s.perClient, sess.client)
 		}
 	}
 }
 
-// clientKey carries a request's client address (clientHost) in its context.
-type clientKey struct{}
+// clientKey carries a request's client address (clientHost) in its context,
+// memberKey whether it carries the members' credential.
+type (
+	clientKey struct{}
+	memberKey struct{}
+)
 
 // clientHost is the address a request came from, without its port: the
 // unit of the per-client session cap.
@@ -652,7 +688,8 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		return errorResponse(fmt.Sprintf("open session: %v", err))
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	sess := &Session{id: id, gen: gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now(), auth: req.AuthString, role: role}
+	sess := &Session{id: id, gen: gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now(), auth: req.AuthString, role: role,
+		inflate: newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
 	resp := &wire.ConnectionResponse{
 		ServerDuckDBVersion: s.cfg.DB.Version(),
 		ServerPlatform:      s.cfg.DB.Platform(),
@@ -668,13 +705,15 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		sess.lease = s.cfg.IdleTimeout
 	}
 	sess.client, _ = ctx.Value(clientKey{}).(string)
-	sess.capped = !s.cfg.UncappedClient(sess.client)
+	// A member's sessions carry its own clients' requests: clients that
+	// fill the caps must not refuse them.
+	sess.member, _ = ctx.Value(memberKey{}).(bool)
 	s.mu.Lock()
 	var refused string
 	switch {
-	case s.closed || len(s.sessions) >= s.cfg.MaxSessions:
+	case s.closed || !sess.member && s.clients >= s.cfg.MaxSessions:
 		refused = fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions)
-	case sess.capped && s.perClient[sess.client] >= s.cfg.MaxSessionsPerClient:
+	case !sess.member && s.perClient[sess.client] >= s.cfg.MaxSessionsPerClient:
 		refused = fmt.Sprintf("too many sessions from %s: the server allows %d per client address; "+
 			"close idle sessions", sess.client, s.cfg.MaxSessionsPerClient)
 	}
@@ -686,11 +725,12 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		return codedResponse(refused, wire.CodeTooManySessions)
 	}
 	s.sessions[id] = sess
-	if sess.capped {
+	if !sess.member {
+		s.clients++
 		s.perClient[sess.client]++
 	}
 	s.mu.Unlock()
-	s.log.Debug("session opened", "session", id, "generation", gen, "role", role, "client_version", req.ClientDuckDBVersion)
+	s.log.Debug("session opened", "session", id, "generation", gen, "role", role, "member", sess.member, "client_version", req.ClientDuckDBVersion)
 	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}
 }
 

@@ -18,10 +18,14 @@ type Session struct {
 	id   string
 	gen  wire.Generation
 	conn *engine.Conn
-	// client is the address the session was opened from; capped says
-	// whether it counts toward that address's session cap.
+	// client is the address the session was opened from; member is set
+	// for a cluster's member's session (Config.MemberCredential), which
+	// the session caps do not count.
 	client string
-	capped bool
+	member bool
+	// inflate is the session's budget of decompressed request bytes
+	// (Config.MaxSessionDecompressedBytes).
+	inflate *byteBudget
 	// auth is the credential the session opened with, which the server
 	// checks again on every request (Authenticator); role is what it
 	// allowed at the last check.

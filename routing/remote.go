@@ -44,11 +44,15 @@ type RemoteSession interface {
 // their nodeapi write endpoint: sessions with an admin token, writes
 // with the node credential. A session speaks Q3 for a Q3 client and Q1
 // otherwise, and keeps result chunks encoded (client.Options.Encoded), so
-// a client of that generation gets them forwarded as they came.
+// a client of that generation gets them forwarded as they came. Its
+// requests carry the node credential in wire.MemberHeader, so the other
+// node counts them as a member's, outside the caps and budgets it keeps
+// for clients (node.Config.MemberCredential).
 type QuackRemote struct {
-	token string
-	tls   *tls.Config
-	api   *nodeapi.Client
+	token  string
+	tls    *tls.Config
+	api    *nodeapi.Client
+	member http.Header
 }
 
 // NewQuackRemote returns a QuackRemote that opens sessions with token and
@@ -57,6 +61,9 @@ type QuackRemote struct {
 // HTTP.
 func NewQuackRemote(token, node string, tlsConfig *tls.Config) *QuackRemote {
 	q := &QuackRemote{token: token, tls: tlsConfig, api: &nodeapi.Client{Token: token, Node: node}}
+	if node != "" {
+		q.member = http.Header{wire.MemberHeader: {node}}
+	}
 	if tlsConfig != nil {
 		q.api.TLS = true
 		q.api.HTTP = &http.Client{Transport: &http.Transport{
@@ -74,7 +81,8 @@ func (q *QuackRemote) Connect(ctx context.Context, addr string, g wire.Generatio
 	if g != wire.Q3 {
 		g = wire.Q1
 	}
-	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: g, TLS: &useTLS, TLSConfig: q.tls, Encoded: true})
+	c, err := client.Connect(ctx, "quack:"+addr, client.Options{Token: q.token, Generation: g, TLS: &useTLS, TLSConfig: q.tls, Encoded: true,
+		Header: q.member})
 	if err != nil {
 		return nil, err
 	}

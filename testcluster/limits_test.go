@@ -16,25 +16,35 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestSessionFloodLeavesOthersServed floods a real duckraftd with sessions
-// from one client address (127.0.0.2, which no member uses), each asking
-// for the largest lease DuckDB allows. The node caps the flood at its
-// per-client share, so a client from another address still connects, the
-// cluster's own members (on 127.0.0.1) are not capped, and the flood's
-// sessions end once idle for the server's maximum lease.
+// TestSessionFloodLeavesOthersServed floods the leader of a real cluster
+// with sessions, each asking for the largest lease DuckDB allows: from one
+// client address (127.0.0.2, which no member uses) until the per-client
+// cap, then from three more until the node's total. A client from yet
+// another address is refused, but strong reads sent to the other nodes,
+// which route them to the leader in sessions of their own there, are
+// served: members' sessions carry the members' credential and are not
+// counted with the clients'. Before, members were told apart by address
+// only and counted in the total, and a flood of the total broke every
+// other node's strong reads ("no node can serve a strong read"). The
+// flood's sessions end once idle for the server's maximum lease.
 func TestSessionFloodLeavesOthersServed(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{
-		"--max-sessions", "16", "--max-sessions-per-client", "4", "--max-lease", "2s"}})
+		"--max-sessions", "16", "--max-sessions-per-client", "4", "--max-lease", "30s"}})
 	leader := c.WaitForLeader(t, 20*time.Second)
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-	flood := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 30 * time.Second}
+	setup := leader.Client(t)
+	if _, err := setup.Exec(t.Context(), "CREATE TABLE t(i INTEGER); INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
 	body, err := wire.AppendMessage(nil, wire.Q3, wire.Header{Type: wire.MsgConnectionRequest},
 		&wire.ConnectionRequest{AuthString: testcluster.Token, MinVersion: 3, MaxVersion: 3, HeartbeatTimeoutSeconds: (1<<63 - 1) / 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handshake := func() (wire.Message, error) {
-		resp, err := flood.Post("http://"+leader.QuackAddr+"/quack", "application/octet-stream", bytes.NewReader(body))
+	handshake := func(ip string) (wire.Message, error) {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 30 * time.Second}
+		resp, err := hc.Post("http://"+leader.QuackAddr+"/quack", "application/octet-stream", bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -48,7 +58,7 @@ func TestSessionFloodLeavesOthersServed(t *testing.T) {
 	}
 	opened := 0
 	for range 17 {
-		msg, err := handshake()
+		msg, err := handshake("127.0.0.2")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,19 +73,45 @@ func TestSessionFloodLeavesOthersServed(t *testing.T) {
 	if opened != 4 {
 		t.Fatalf("one client address opened %d sessions, want its cap of 4", opened)
 	}
-	// Members are not capped: reads routed from the others open sessions
-	// here from 127.0.0.1 beside any number of local clients.
-	for range 6 {
-		conn := leader.Client(t)
-		if _, err := conn.Exec(t.Context(), "SELECT 1"); err != nil {
-			t.Fatal(err)
+	for _, ip := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		for range 4 {
+			if msg, err := handshake(ip); err != nil || msg.Type() != wire.MsgConnectionResponse {
+				t.Fatalf("client session from %s: %+v, %v", ip, msg, err)
+			}
 		}
 	}
-	// The flood's sessions expire after the 2 s maximum lease, whatever
+	full := func(when string) {
+		t.Helper()
+		if msg, err := handshake("127.0.0.6"); err != nil || msg.Type() != wire.MsgErrorResponse ||
+			!strings.Contains(msg.(*wire.ErrorResponse).Message, "too many sessions: the server allows 16") {
+			t.Fatalf("a client past the total %s: %+v, %v; want it refused", when, msg, err)
+		}
+	}
+	full("after the flood")
+	// Strong reads from the other nodes are served by the leader, in
+	// sessions the others open there.
+	for _, n := range c.Others(leader) {
+		for range 3 {
+			conn := n.Client(t)
+			if _, err := conn.Exec(t.Context(), "SET duckraft_consistency = 'strong'"); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(t.Context(), "SELECT count(*) FROM t")
+			if err != nil {
+				t.Fatalf("strong read through %s while the leader's client sessions are full: %v", n.ID, err)
+			}
+			if !rows.Next() {
+				t.Fatalf("strong read through %s: no row (%v)", n.ID, rows.Err())
+			}
+			rows.Close()
+		}
+	}
+	full("after the strong reads")
+	// The flood's sessions expire after the 30 s maximum lease, whatever
 	// they asked for; the reaper is generous.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
-		msg, err := handshake()
+		msg, err := handshake("127.0.0.2")
 		if err != nil {
 			t.Fatal(err)
 		}

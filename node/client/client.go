@@ -85,6 +85,10 @@ type Options struct {
 	// types) but not decoded. Rows.NextEncoded hands them out as they
 	// are; Rows.NextChunk decodes each when asked.
 	Encoded bool
+	// Header is sent with every request of the session besides the
+	// request's own headers: a cluster's member sends the members'
+	// credential in it (wire.MemberHeader).
+	Header http.Header
 }
 
 // Conn is one Quack session. Its methods are safe for concurrent use, but
@@ -304,6 +308,9 @@ func (c *Conn) exchange(ctx context.Context, g wire.Generation, h wire.Header, b
 		return wire.Header{}, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/vnd.duckdb")
+	for k, v := range c.opts.Header {
+		req.Header[k] = v
+	}
 	if h, ok := ctx.Value(headerKey{}).(http.Header); ok {
 		for k, v := range h {
 			req.Header[k] = v

@@ -35,6 +35,17 @@ func IsCompressed(body []byte) bool {
 	return len(body) > frameHeaderLen && body[0] == 0xDB && body[1] == 0xC2
 }
 
+// DeclaredSize returns the size a compressed frame declares for the message
+// it carries, read from the frame's header and not checked; 0 when body is
+// not a compressed frame. A server reserves memory for that size before it
+// decompresses (Decompress then holds the frame to it).
+func DeclaredSize(body []byte) uint64 {
+	if !IsCompressed(body) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(body[3:frameHeaderLen])
+}
+
 // Decompress returns the message carried by a compressed frame, or body
 // itself when it is not compressed. Declared sizes of 0, above 2^32 or above
 // maxSize (when maxSize > 0), unknown codecs and zstd frames whose content

@@ -15,6 +15,14 @@ import (
 // it.
 const ErrorCodeHeader = "Duckraft-Error"
 
+// MemberHeader is the HTTP header in which a cluster's member sends the
+// members' credential with its Quack requests (the sessions a node opens on
+// another to route its clients' reads). A server given that credential
+// counts such sessions apart from its clients' and admits their requests
+// past the limits that keep one client from exhausting it for the others;
+// DuckDB's server ignores the header.
+const MemberHeader = "Duckraft-Member"
+
 // Codes a duckraft node sends in ErrorCodeHeader with its own refusals of a
 // session, so that a peer holding sessions on it knows to open a new one or
 // go elsewhere without parsing DuckDB-compatible message text.
@@ -32,6 +40,10 @@ const (
 	// CodeForbidden: the session's token holds a role that does not
 	// allow the request (a read token's write); the session stays open.
 	CodeForbidden = "forbidden"
+	// CodeBusy: the node is receiving as many request bytes as it allows
+	// at once (bodies in flight, or bytes being decompressed); the request
+	// was not read, and may be sent again.
+	CodeBusy = "busy"
 )
 
 // MessageType is field 1 of the message header (§8.2). A few values mean

@@ -626,9 +626,12 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		MaxMessageBytes: d.cfg.MaxMessageBytes,
 		MaxSessions:     d.cfg.MaxSessions,
 		// The members' sessions on this node carry their own clients'
-		// reads, so a member is not one client.
+		// reads, so a member is not one client: routing sends the node
+		// credential with them. Its connections are told by address,
+		// since nothing has been read when one is accepted.
 		MaxSessionsPerClient: d.cfg.MaxSessionsPerClient,
-		UncappedClient:       d.members.isMemberHost,
+		MemberCredential:     d.nodeCred,
+		MemberHost:           d.members.isMemberHost,
 		MaxLease:             d.cfg.MaxLease,
 		ReadHeaderTimeout:    d.cfg.ReadHeaderTimeout,
 		BodyTimeout:          d.cfg.BodyTimeout,
@@ -649,6 +652,9 @@ func (d *Daemon) serve(mux *http.ServeMux) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.QuackAddr, err)
 	}
+	// The connection caps go under TLS: a refused connection costs no
+	// handshake.
+	l = d.srv.LimitListener(l)
 	if d.cfg.TLSCert != "" {
 		if l, err = tlsListener(l, d.cfg.TLSCert, d.cfg.TLSKey); err != nil {
 			return err
