@@ -137,11 +137,24 @@ type Config struct {
 	AllowExternalAccess bool
 	// MaxMessageBytes bounds a request body.
 	MaxMessageBytes int64
-	// MaxSessions and MaxSessionsPerClient bound concurrent Quack sessions,
-	// in all and per client address (the cluster's members are exempt
-	// from the second: their sessions carry their own clients' reads);
-	// MaxLease bounds the heartbeat lease a client may ask for. Zero is
-	// node's default for each.
+	// MaxBodyBytesInFlight bounds the request bodies held at once, and
+	// MaxDecompressedBytes and MaxSessionDecompressedBytes the bytes
+	// decompressed from compressed requests, node-wide and per session
+	// (node.Config; the members' requests are not counted). Zero is node's
+	// default for each.
+	MaxBodyBytesInFlight        int64
+	MaxDecompressedBytes        int64
+	MaxSessionDecompressedBytes int64
+	// MaxConns and MaxConnsPerClient bound the TCP connections held open
+	// on QuackAddr, in all and per address (members' addresses are
+	// exempt). Zero is node's default for each.
+	MaxConns          int
+	MaxConnsPerClient int
+	// MaxSessions and MaxSessionsPerClient bound concurrent Quack sessions
+	// of clients, in all and per client address (the members' sessions,
+	// which carry their own clients' reads, are not counted); MaxLease
+	// bounds the heartbeat lease a client may ask for. Zero is node's
+	// default for each.
 	MaxSessions          int
 	MaxSessionsPerClient int
 	MaxLease             time.Duration
@@ -620,25 +633,30 @@ func (d *Daemon) ownFiles() []string {
 // authorizer names a SQL macro, each statement authorized by it.
 func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Server, error) {
 	cfg := node.Config{
-		DB:              d.db,
-		Authenticator:   node.KeyringAuth{Keyring: d.keys},
-		Executor:        exec,
-		MaxMessageBytes: d.cfg.MaxMessageBytes,
-		MaxSessions:     d.cfg.MaxSessions,
+		DB:                          d.db,
+		Authenticator:               node.KeyringAuth{Keyring: d.keys},
+		Executor:                    exec,
+		MaxMessageBytes:             d.cfg.MaxMessageBytes,
+		MaxBodyBytesInFlight:        d.cfg.MaxBodyBytesInFlight,
+		MaxDecompressedBytes:        d.cfg.MaxDecompressedBytes,
+		MaxSessionDecompressedBytes: d.cfg.MaxSessionDecompressedBytes,
+		MaxSessions:                 d.cfg.MaxSessions,
+		MaxSessionsPerClient:        d.cfg.MaxSessionsPerClient,
 		// The members' sessions on this node carry their own clients'
 		// reads, so a member is not one client: routing sends the node
 		// credential with them. Its connections are told by address,
 		// since nothing has been read when one is accepted.
-		MaxSessionsPerClient: d.cfg.MaxSessionsPerClient,
-		MemberCredential:     d.nodeCred,
-		MemberHost:           d.members.isMemberHost,
-		MaxLease:             d.cfg.MaxLease,
-		ReadHeaderTimeout:    d.cfg.ReadHeaderTimeout,
-		BodyTimeout:          d.cfg.BodyTimeout,
-		MinBodyRate:          d.cfg.MinBodyRate,
-		HiddenSchemas:        []string{replication.MetaSchema},
-		ObserveRequest:       d.metrics.observeRequest,
-		Logger:               d.log,
+		MemberCredential:  d.nodeCred,
+		MaxConns:          d.cfg.MaxConns,
+		MaxConnsPerClient: d.cfg.MaxConnsPerClient,
+		MemberHost:        d.members.isMemberHost,
+		MaxLease:          d.cfg.MaxLease,
+		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout,
+		BodyTimeout:       d.cfg.BodyTimeout,
+		MinBodyRate:       d.cfg.MinBodyRate,
+		HiddenSchemas:     []string{replication.MetaSchema},
+		ObserveRequest:    d.metrics.observeRequest,
+		Logger:            d.log,
 	}
 	if authorizer != "" {
 		cfg.Authorizer = node.SQLAuthorizer{DB: d.db, Function: authorizer}
