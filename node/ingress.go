@@ -18,9 +18,6 @@ const (
 	// DefaultMaxBodyBytesInFlight bounds the request bodies a node holds
 	// at once: twice the default message limit.
 	DefaultMaxBodyBytesInFlight int64 = 512 << 20
-	// DefaultMaxDecompressedBytes bounds the bytes of compressed requests
-	// decompressed at once, node-wide.
-	DefaultMaxDecompressedBytes int64 = 512 << 20
 	// DefaultBudgetWait is how long a request waits for budget before it
 	// is refused (wire.CodeBusy).
 	DefaultBudgetWait = 5 * time.Second

@@ -268,7 +268,7 @@ func TestDecompressionBudget(t *testing.T) {
 		total int64
 	}{
 		{"node-wide", func(c *node.Config) { c.MaxDecompressedBytes = 48 << 20 }, false, 48 << 20},
-		{"per session", func(c *node.Config) { c.MaxSessionDecompressedBytes = 48 << 20 }, true, node.DefaultMaxDecompressedBytes},
+		{"per session", func(c *node.Config) { c.MaxSessionDecompressedBytes = 48 << 20 }, true, 64 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, srv := startServer(t, func(cfg *node.Config) {

@@ -131,8 +131,11 @@ type Config struct {
 	// MaxDecompressedBytes bounds the bytes decompressed from compressed
 	// requests held at once, node-wide, and MaxSessionDecompressedBytes
 	// those of one session; a request that does not fit waits BudgetWait
-	// and is then refused. 0 is DefaultMaxDecompressedBytes, and
-	// MaxMessageBytes for a session.
+	// and is then refused. 0 is MaxMessageBytes for both: one message at
+	// the limit at a time (the node-wide budget is never less than the
+	// 10 MiB that decoding a compressed message's header may take). The live bytes are bounded; the process's
+	// memory, which the garbage collector gives back later, grows to a
+	// few times that under a flood of large compressed requests.
 	MaxDecompressedBytes        int64
 	MaxSessionDecompressedBytes int64
 	// BudgetWait is how long a request waits for the budgets above; 0 is
@@ -257,8 +260,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxMessageBytes)
 	if cfg.MaxDecompressedBytes <= 0 {
-		cfg.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+		cfg.MaxDecompressedBytes = cfg.MaxMessageBytes
 	}
+	// Room for at least one compressed header's decoding.
+	cfg.MaxDecompressedBytes = max(cfg.MaxDecompressedBytes, peekCost)
 	if cfg.MaxSessionDecompressedBytes <= 0 {
 		cfg.MaxSessionDecompressedBytes = cfg.MaxMessageBytes
 	}

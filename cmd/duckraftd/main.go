@@ -106,7 +106,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.BoolVar(&c.AllowExternalAccess, "allow-external-access", false, "let clients read and write server files, ATTACH and INSTALL (never the node's own: data directory, tokens, keys, --config, backups)")
 	fs.Int64Var(&c.MaxMessageBytes, "max-message-bytes", node.DefaultMaxMessageBytes, "largest request body accepted")
 	fs.Int64Var(&c.MaxBodyBytesInFlight, "max-body-bytes-in-flight", node.DefaultMaxBodyBytesInFlight, "most bytes of request bodies held at once; a body past it waits 5s, then is refused unread (never less than --max-message-bytes)")
-	fs.Int64Var(&c.MaxDecompressedBytes, "max-decompressed-bytes", node.DefaultMaxDecompressedBytes, "most bytes decompressed from compressed requests held at once")
+	fs.Int64Var(&c.MaxDecompressedBytes, "max-decompressed-bytes", 0, "most bytes decompressed from compressed requests held at once (0: --max-message-bytes)")
 	fs.Int64Var(&c.MaxSessionDecompressedBytes, "max-session-decompressed-bytes", 0, "most bytes decompressed from one session's compressed requests held at once (0: --max-message-bytes)")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "most TCP connections held open on the Quack port; members' addresses are exempt (0: half the process's file descriptor limit, at most 65536)")
 	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", node.DefaultMaxConnsPerClient, "most TCP connections held open on the Quack port from one address; members' addresses are exempt")
