@@ -102,13 +102,14 @@ func TestOutOfMemoryStallsAndRecovers(t *testing.T) {
 	}
 }
 
-// TestOutcomeThroughAStall writes through a 3-node cluster while the
-// leader's applier is stalled: a write proposed before the stall is
+// TestOutcomeThroughAStall writes to a one-node cluster (no election can
+// move leadership away mid-test on a loaded machine) while its applier is
+// stalled: a write proposed before the stall is
 // answered "outcome unknown" (it is in the log), not failed; new writes
 // are refused before they enter the log; once the stall ends the first
 // write applies, and its retry with the same key applies nothing more.
 func TestOutcomeThroughAStall(t *testing.T) {
-	nodes := startCluster(t, 3, func(c *Config) { c.OutcomeWait, c.StallHandover = 2*time.Second, -1 })
+	nodes := startCluster(t, 1, func(c *Config) { c.OutcomeWait, c.StallHandover = 2*time.Second, -1 })
 	leader := waitLeader(t, nodes)
 	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
 	setMemory(t, leader.db, smallMemory)
@@ -151,9 +152,10 @@ func TestOutcomeThroughAStall(t *testing.T) {
 
 // TestProveRefusesWhatCannotApply proves, on the leader, a write that
 // needs more memory than the node has: it is refused before it enters the
-// log, so no node stalls, and the cluster goes on.
+// log, so no node stalls, and the cluster goes on. One node: an election
+// on a loaded machine would only move the leader the test asks.
 func TestProveRefusesWhatCannotApply(t *testing.T) {
-	nodes := startCluster(t, 3, nil)
+	nodes := startCluster(t, 1, nil)
 	leader := waitLeader(t, nodes)
 	for _, n := range nodes {
 		setMemory(t, n.db, smallMemory)
