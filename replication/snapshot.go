@@ -28,8 +28,10 @@ import (
 // kinds: 'H' the applied index; 'Q' a schema name and a DDL statement run
 // with that schema current; 'T' a schema and table that the following 'C'
 // frames (encoded Q3 DataChunks) are appended to, and 'P' the same for a
-// table of a nested schema (DuckDB 2.0), named by its schema's path; 'E'
-// the number of frames before it, so a truncated snapshot is detected.
+// table of a nested schema (DuckDB 2.0), named by its schema's path; 'Z'
+// another frame compressed (snapzstd.go), which is how Persist writes
+// chunks; 'E' the number of frames before it, so a truncated snapshot is
+// detected.
 const snapshotMagic = "DUCKRAFT-SNAP\x01"
 
 const (
@@ -118,7 +120,7 @@ func pinOn(conn *engine.Conn, log *slog.Logger) (*fsmSnapshot, error) {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
 	counted := &countingWriter{w: sink}
-	w := &frameWriter{w: bufio.NewWriterSize(counted, 1<<20)}
+	w := &frameWriter{w: bufio.NewWriterSize(counted, 1<<20), compress: true}
 	err := s.write(w)
 	if err == nil {
 		err = w.w.Flush()
@@ -401,7 +403,7 @@ func (s *fsmSnapshot) writeTable(w *frameWriter, path []string, table string) er
 		if buf, err = wire.AppendDataChunk(buf[:0], c, wire.Q3); err != nil {
 			return fmt.Errorf("encode %s: %w", name, err)
 		}
-		if err := w.frame(frameChunk, buf); err != nil {
+		if err := w.compressedFrame(frameChunk, buf); err != nil {
 			return err
 		}
 	}
@@ -474,6 +476,9 @@ type frameWriter struct {
 	w      *bufio.Writer
 	frames int
 	hdr    []byte
+	// compress makes compressedFrame compress; zbuf is its buffer.
+	compress bool
+	zbuf     []byte
 }
 
 func (w *frameWriter) frame(kind byte, payload []byte) error {
@@ -497,10 +502,35 @@ type frameReader struct {
 	r      *bufio.Reader
 	frames int
 	buf    []byte
+	// raw holds a compressed frame's payload, decompressed.
+	raw []byte
+	// max bounds a frame's payload, compressed or not; 0 is maxFrame.
+	max int
 }
 
-// next returns the next frame; its payload is valid until the next call.
+func (r *frameReader) limit() int {
+	if r.max > 0 {
+		return r.max
+	}
+	return maxFrame
+}
+
+// next returns the next frame, decompressed; its payload is valid until
+// the next call.
 func (r *frameReader) next() (byte, []byte, error) {
+	kind, payload, err := r.nextRaw()
+	if err != nil || kind != frameZstd {
+		return kind, payload, err
+	}
+	kind, payload, err = r.decompress(payload)
+	if err != nil {
+		return 0, nil, err
+	}
+	return kind, payload, nil
+}
+
+// nextRaw returns the next frame as written.
+func (r *frameReader) nextRaw() (byte, []byte, error) {
 	kind, err := r.r.ReadByte()
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: frame %d: %w", ErrSnapshotCorrupt, r.frames, noEOF(err))
@@ -509,7 +539,7 @@ func (r *frameReader) next() (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: frame %d length: %w", ErrSnapshotCorrupt, r.frames, noEOF(err))
 	}
-	if n > maxFrame {
+	if n > uint64(r.limit()) {
 		return 0, nil, fmt.Errorf("%w: frame %d of %d bytes", ErrSnapshotCorrupt, r.frames, n)
 	}
 	if uint64(cap(r.buf)) < n+4 {
