@@ -50,6 +50,8 @@ type Report struct {
 	// ExecTime is the time statements took to answer, CheckTime the time
 	// spent waiting for the nodes and comparing their hashes.
 	ExecTime, CheckTime time.Duration
+	// Trims are the tables the guard cut back to maxRows (guard.go).
+	Trims []Trim
 }
 
 func newReport(seed int64) *Report {
@@ -111,6 +113,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "accepted %d, refused %d, findings %d (divergences %d), follower restores %d, resets %d\n",
 		r.Accepted, r.Sent-r.Accepted, len(r.Findings), r.count2(Divergence), r.Restores, r.Resets)
 	fmt.Fprintf(&b, "time in statements %v, in checks %v\n", r.ExecTime.Round(time.Second), r.CheckTime.Round(time.Second))
+	fmt.Fprintf(&b, "tables cut back to %d rows: %d\n", maxRows, len(r.Trims))
+	for _, t := range r.Trims {
+		fmt.Fprintf(&b, "  %s\n", t)
+	}
 	b.WriteString("\nplacement                           sent  accepted\n")
 	for _, p := range sortedKeys(r.Placements) {
 		fmt.Fprintf(&b, "%-34s %6d %9d\n", p, r.Placements[p][0], r.Placements[p][1])
