@@ -185,8 +185,10 @@ func snapshotState(t *testing.T, n *testcluster.Node) string {
 // DuckDB versions, as a rolling upgrade may: a node of this build with an
 // empty data directory catches up from a snapshot the old build's leader
 // took, and, once a node of this build leads, a node of the old build with
-// an empty data directory catches up from a snapshot that leader took.
-// Both must end with the leader's rows, view, sequence and index.
+// an empty data directory refuses the snapshot that leader took (its rows
+// are compressed, which the old build cannot read) and stays behind until
+// it is upgraded. Both must end with the leader's rows, view, sequence and
+// index.
 func TestSnapshotAcrossVersions(t *testing.T) {
 	old := os.Getenv("DUCKRAFTD_OLD")
 	if old == "" {
@@ -260,15 +262,34 @@ func TestSnapshotAcrossVersions(t *testing.T) {
 	if newLeader != followers[0] {
 		t.Fatalf("leadership went to %s, not %s", newLeader.ID, followers[0].ID)
 	}
+	// This build's snapshot compresses its rows (frame kind Z), which the
+	// old build cannot read: it refuses the snapshot and stays behind,
+	// running, until it is upgraded (docs/upgrade.md).
 	waitSnapshot(newLeader, strings.Count(newLeader.Log(), "snapshot persisted"))
 	writes(40)
-	rebuild(followers[1], old)
-	if got, want := snapshotState(t, followers[1]), snapshotState(t, newLeader); got != want {
-		t.Fatalf("%s (old build) restored from this build's snapshot:\n%s\nthe new leader has:\n%s", followers[1].ID, got, want)
+	behind := followers[1]
+	behind.Stop()
+	if err := os.RemoveAll(behind.Dir); err != nil {
+		t.Fatal(err)
+	}
+	behind.RestartWith(t, old)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(behind.Log(), "unknown frame kind 'Z'") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (old build) did not refuse this build's snapshot:\n%s", behind.ID, lastLines(behind.Log(), 20))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !behind.Running() {
+		t.Fatalf("%s (old build) exited on this build's snapshot", behind.ID)
 	}
 
-	// Upgraded, every node holds the same state.
-	followers[1].RestartWith(t, testcluster.Binary(t))
+	// Upgraded, every node holds the same state: the one left behind
+	// restores the snapshot it refused.
+	behind.RestartWith(t, testcluster.Binary(t))
 	leader.RestartWith(t, testcluster.Binary(t))
 	c.WaitConverged(t, 60*time.Second)
+	if got, want := snapshotState(t, behind), snapshotState(t, newLeader); got != want {
+		t.Fatalf("%s restored from this build's snapshot once upgraded:\n%s\nthe leader has:\n%s", behind.ID, got, want)
+	}
 }
