@@ -185,6 +185,11 @@ type Config struct {
 	// IdleTimeout ends Q1 sessions that sent nothing for this long (Q1
 	// clients have no heartbeat); Q3 sessions use their own lease.
 	IdleTimeout time.Duration
+	// Cluster, when set, makes the server one of a cluster's nodes: its
+	// session ids are signed, and a request for a session another node
+	// holds is served there (forward.go, adopt.go), if the Executor is a
+	// Migrator.
+	Cluster *ClusterSessions
 	// HiddenSchemas are left out of the catalog an attaching client loads.
 	HiddenSchemas []string
 	// ObserveRequest, if set, is told of every Quack request answered:
@@ -230,6 +235,8 @@ type Server struct {
 	clients   int
 	perClient map[string]int
 	closed    bool
+	// adopting serialises the adoptions of each session (adopt.go).
+	adopting adoptions
 }
 
 // New returns a Server for cfg.
@@ -318,7 +325,7 @@ func New(cfg Config) (*Server, error) {
 // (GuardBodies).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /quack", s.serveQuack)
+	mux.HandleFunc("POST /quack", s.routeQuack)
 	mux.HandleFunc("OPTIONS /quack", func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", "*")
@@ -687,6 +694,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		// reads from its writes, so it cannot hold a token to reading.
 		return failure(&PermissionError{What: "a session on a server without a statement classifier", Have: role, Need: tokens.Write})
 	}
+	id = s.sessionID(id, gen, role)
 	// A client's connection yields to replication (engine.ConnectClient).
 	conn, err := s.cfg.DB.ConnectClient()
 	if err != nil {
@@ -735,6 +743,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		s.perClient[sess.client]++
 	}
 	s.mu.Unlock()
+	s.opened(ctx, sess)
 	s.log.Debug("session opened", "session", id, "generation", gen, "role", role, "member", sess.member, "client_version", req.ClientDuckDBVersion)
 	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}
 }
@@ -853,7 +862,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
 	res := sess.currentResult()
 	if res == nil || res.uuid != req.UUID {
-		return errorResponse(ErrResultClosed.Error())
+		return resultGone(sess, res)
 	}
 	if sess.gen == wire.Q3 {
 		return s.fetchQ3(sess, res, req)
