@@ -55,13 +55,16 @@ const (
 	// copyRefreshes of these, nor within the session's lease, is dropped.
 	fullSyncEvery = 30 * time.Second
 	copyRefreshes = 3
-	// maxCopies bounds the copies a node keeps; past it the oldest go.
-	maxCopies = 1 << 16
+	// maxCopies and maxCopyBytes bound the copies a node keeps; past
+	// either the oldest go.
+	maxCopies    = 1 << 16
+	maxCopyBytes = 64 << 20
 	// suspectFor is how long a node a forward could not reach counts as
 	// gone before gossip says so.
 	suspectFor = 5 * time.Second
-	// pushBatch bounds the sessions of one push.
+	// pushBatch and pushBytes bound the sessions of one push.
 	pushBatch = 1000
+	pushBytes = 4 << 20
 )
 
 // migrator is an Executor's part in sessions that outlive their node.
@@ -76,8 +79,12 @@ type migrator struct {
 	held map[string]*sessionState
 	// copies are other nodes' sessions' states.
 	copies map[string]*sessionCopy
+	// copyBytes is the size of the copies (nodeapi.SessionState.Size).
+	copyBytes int
 	// suspect are nodes a forward could not reach, since when.
 	suspect map[string]time.Time
+	// boots are the other nodes' runs, as their pushes said.
+	boots   map[string]uint64
 	pushers map[string]*pusher
 	closed  bool
 
@@ -92,7 +99,7 @@ type sessionCopy struct {
 
 func newMigrator(e *Executor, ids *node.SessionIDs, api SessionAPI) *migrator {
 	m := &migrator{e: e, ids: ids, api: api, log: e.log, held: map[string]*sessionState{}, copies: map[string]*sessionCopy{},
-		suspect: map[string]time.Time{}, pushers: map[string]*pusher{}, stop: make(chan struct{}), done: make(chan struct{})}
+		suspect: map[string]time.Time{}, boots: map[string]uint64{}, pushers: map[string]*pusher{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go m.loop()
 	return m
 }
@@ -174,8 +181,8 @@ func (m *migrator) sweep(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, c := range m.copies {
-		if now.Sub(c.received) > max(c.state.LeaseDuration(), copyRefreshes*fullSyncEvery)+fullSyncEvery {
-			delete(m.copies, id)
+		if now.Sub(time.Unix(c.state.At, 0)) > max(c.state.LeaseDuration(), copyRefreshes*fullSyncEvery)+fullSyncEvery {
+			m.dropCopy(id)
 		}
 	}
 	for id, at := range m.suspect {
@@ -190,8 +197,13 @@ func (m *migrator) stateOf(st *sessionState) nodeapi.SessionState {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := nodeapi.SessionState{ID: st.sess.ID(), Holder: m.ids.Node(), HolderBoot: m.ids.Boot(), Moves: st.moves, Seq: st.seq,
-		Credential: st.sess.Credential(), Lease: uint64(st.sess.Lease() / time.Second), Consistency: string(st.consistency),
-		Split: st.split, Settings: slices.Clone(st.settings), Temporary: st.temporary || st.lostTemp != nil}
+		At: time.Now().Unix(), Credential: st.sess.Credential(), Lease: uint64(st.sess.Lease() / time.Second), Consistency: string(st.consistency),
+		Split: st.split, Settings: slices.Clone(st.settings), Temporary: st.temporary || st.lostTemp != nil,
+		SettingsLost: st.lostSetting != nil}
+	if nodeapi.SettingsBytes(s.Settings) > nodeapi.MaxSettingsBytes || len(s.Settings) > nodeapi.MaxSessionSettings {
+		// Too large to carry: the session moves without them, and says so.
+		s.Settings, s.SettingsLost = nil, true
+	}
 	switch {
 	case st.txn != nil && !st.txnStream:
 		s.Transaction, s.CommitKey = true, hex.EncodeToString(st.txnKey)
@@ -205,7 +217,7 @@ func (m *migrator) stateOf(st *sessionState) nodeapi.SessionState {
 func (m *migrator) hold(st *sessionState) {
 	m.mu.Lock()
 	m.held[st.sess.ID()] = st
-	delete(m.copies, st.sess.ID())
+	m.dropCopy(st.sess.ID())
 	m.mu.Unlock()
 }
 
@@ -265,19 +277,43 @@ func (m *migrator) publish(s nodeapi.SessionState, wait bool) {
 	}
 }
 
-// heldStates are the states of every session this node holds.
-func (m *migrator) heldStates() []nodeapi.SessionState {
+// syncStates are what a full sync sends: the states of every session this
+// node holds, and the copies of sessions whose holder is gone (dead, or
+// running anew), which no holder sends any more: passed on, they outlive
+// the nodes that kept them, as nodes restart one after another.
+func (m *migrator) syncStates() []nodeapi.SessionState {
 	m.mu.Lock()
 	sts := make([]*sessionState, 0, len(m.held))
 	for _, st := range m.held {
 		sts = append(sts, st)
 	}
+	var out []nodeapi.SessionState
+	for _, c := range m.copies {
+		if m.orphanLocked(c.state) {
+			out = append(out, c.state)
+		}
+	}
 	m.mu.Unlock()
-	out := make([]nodeapi.SessionState, len(sts))
-	for i, st := range sts {
-		out[i] = m.stateOf(st)
+	for _, st := range sts {
+		out = append(out, m.stateOf(st))
 	}
 	return out
+}
+
+// orphanLocked reports whether s's holder no longer holds it: gossip says
+// it is gone, or it runs anew; m.mu is held.
+func (m *migrator) orphanLocked(s nodeapi.SessionState) bool {
+	if s.Holder == m.ids.Node() {
+		return s.HolderBoot != m.ids.Boot()
+	}
+	if boot, ok := m.boots[s.Holder]; ok && boot != s.HolderBoot {
+		return true
+	}
+	if m.e.cfg.Directory == nil {
+		return true
+	}
+	_, live := m.e.cfg.Directory.QuackAddr(s.Holder)
+	return !live
 }
 
 // receive keeps the states another node pushed.
@@ -289,6 +325,9 @@ func (m *migrator) receive(p nodeapi.SessionPush) {
 	}
 	var superseded []takeover
 	m.mu.Lock()
+	if p.From != "" && p.FromBoot != 0 {
+		m.boots[p.From] = p.FromBoot
+	}
 	for _, s := range p.Sessions {
 		if st := m.held[s.ID]; st != nil {
 			if s.Ended || s.Holder == m.ids.Node() || !s.Newer(m.stateOf(st)) {
@@ -303,17 +342,20 @@ func (m *migrator) receive(p nodeapi.SessionPush) {
 		switch {
 		case s.Ended:
 			if has && !old.state.Newer(s) {
-				delete(m.copies, s.ID)
+				m.dropCopy(s.ID)
 			}
 		case has && old.state.Newer(s):
 		case has && !s.Newer(old.state):
 			old.received = now
+			old.state.At = max(old.state.At, s.At)
 		default:
+			m.dropCopy(s.ID)
 			m.copies[s.ID] = &sessionCopy{state: s, received: now}
+			m.copyBytes += s.Size()
 		}
 	}
-	if over := len(m.copies) - maxCopies; over > 0 {
-		m.evictOldest(over + maxCopies/8)
+	if len(m.copies) > maxCopies || m.copyBytes > maxCopyBytes {
+		m.evictOldest()
 	}
 	m.mu.Unlock()
 	for _, t := range superseded {
@@ -324,8 +366,17 @@ func (m *migrator) receive(p nodeapi.SessionPush) {
 	}
 }
 
-// evictOldest drops the n copies received longest ago; m.mu is held.
-func (m *migrator) evictOldest(n int) {
+// dropCopy forgets the copy of session id; m.mu is held.
+func (m *migrator) dropCopy(id string) {
+	if c, ok := m.copies[id]; ok {
+		m.copyBytes -= c.state.Size()
+		delete(m.copies, id)
+	}
+}
+
+// evictOldest drops the copies received longest ago until an eighth of
+// each bound is free; m.mu is held.
+func (m *migrator) evictOldest() {
 	type aged struct {
 		id string
 		at time.Time
@@ -335,10 +386,15 @@ func (m *migrator) evictOldest(n int) {
 		all = append(all, aged{id, c.received})
 	}
 	slices.SortFunc(all, func(a, b aged) int { return a.at.Compare(b.at) })
-	for _, a := range all[:min(n, len(all))] {
-		delete(m.copies, a.id)
+	dropped := 0
+	for _, a := range all {
+		if len(m.copies) <= maxCopies-maxCopies/8 && m.copyBytes <= maxCopyBytes-maxCopyBytes/8 {
+			break
+		}
+		m.dropCopy(a.id)
+		dropped++
 	}
-	m.log.Warn("session copies past their bound; the oldest dropped", "dropped", min(n, len(all)), "bound", maxCopies)
+	m.log.Warn("session copies past their bounds; the oldest dropped", "dropped", dropped, "copies", maxCopies, "bytes", maxCopyBytes)
 }
 
 // local answers a lookup: the state of a session held here, or the copy
@@ -414,6 +470,14 @@ func (m *migrator) suspected(id string) bool {
 	return ok && time.Since(at) < suspectFor
 }
 
+// runsAnew reports whether node id is known to run another run than boot.
+func (m *migrator) runsAnew(id string, boot uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.boots[id]
+	return ok && b != boot
+}
+
 // reachable reports whether node id is a live member to forward to.
 func (m *migrator) reachable(id string) (string, bool) {
 	if m.e.cfg.Directory == nil || m.suspected(id) {
@@ -461,6 +525,10 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 			holder, boot = best.Holder, best.HolderBoot
 		}
 		addr, live := m.reachable(holder)
+		if live && m.runsAnew(holder, boot) {
+			// It restarted since, and lost the session with its run.
+			live = false
+		}
 		switch {
 		case holder == self && boot == m.ids.Boot():
 			// Held here in this run, and no more: it ended, unless
@@ -525,6 +593,11 @@ func (m *migrator) Adopt(ctx context.Context, s *node.Session, state any) error 
 	}
 	if len(st.settings) > 0 {
 		st.settingsVersion = 1
+	}
+	if ns.SettingsLost && st.lostSetting == nil {
+		st.lostSetting = fmt.Errorf("Connection Error: the session's settings were too large to follow it from node %s "+
+			"(more than %d bytes of SET statements); the session goes on on node %s without them: set them again",
+			ns.Holder, nodeapi.MaxSettingsBytes, m.ids.Node())
 	}
 	if ns.Transaction {
 		st.lostTxn = &node.LostError{Code: node.CodeTransactionLost, Node: ns.Holder, Name: ns.CommitKey}

@@ -105,21 +105,27 @@ func (p *pusher) run() {
 			batch, dones, full := p.take()
 			if full {
 				// The queued states are among the held ones, as new
-				// or newer, but for those of sessions that ended.
+				// or newer, but for those of sessions that ended. The
+				// copies of sessions whose holder is gone go too, so
+				// that they outlive the nodes that kept them.
 				ended := batch[:0]
 				for _, s := range batch {
 					if s.Ended {
 						ended = append(ended, s)
 					}
 				}
-				batch = append(p.m.heldStates(), ended...)
+				batch = append(p.m.syncStates(), ended...)
 			}
 			if len(batch) == 0 {
 				break
 			}
 			var err error
 			for len(batch) > 0 && err == nil {
-				n := min(len(batch), pushBatch)
+				n, size := 0, 0
+				for n < len(batch) && n < pushBatch && (n == 0 || size+batch[n].Size() <= pushBytes) {
+					size += batch[n].Size()
+					n++
+				}
 				err = p.send(batch[:n])
 				batch = batch[n:]
 			}
@@ -147,5 +153,5 @@ func (p *pusher) send(batch []nodeapi.SessionState) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
 	defer cancel()
-	return p.m.api.PushSessions(ctx, addr, nodeapi.SessionPush{From: p.m.ids.Node(), Sessions: batch})
+	return p.m.api.PushSessions(ctx, addr, nodeapi.SessionPush{From: p.m.ids.Node(), FromBoot: p.m.ids.Boot(), Sessions: batch})
 }

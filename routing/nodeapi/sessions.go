@@ -35,7 +35,10 @@ const (
 	MaxPushBytes       = 16 << 20
 	MaxPushSessions    = 4096
 	MaxSessionSettings = 256
-	MaxSettingBytes    = 64 << 10
+	// MaxSettingsBytes bounds the setting statements of one session
+	// together; a session whose settings are larger moves without them
+	// (SettingsLost).
+	MaxSettingsBytes = 64 << 10
 )
 
 // SessionState is what a node needs to adopt a session whose node failed:
@@ -51,6 +54,9 @@ type SessionState struct {
 	// last: of two states the one with the higher (Moves, Seq) is newer.
 	Moves uint64 `json:"moves"`
 	Seq   uint64 `json:"seq"`
+	// At is when the holder last sent it (Unix seconds, the holder's
+	// clock): a copy lives as long as the session's lease from then.
+	At int64 `json:"at"`
 	// Ended: the session ended; its copies are dropped.
 	Ended bool `json:"ended,omitempty"`
 	// Credential is the token the session opened with, which the node
@@ -65,6 +71,9 @@ type SessionState struct {
 	Consistency string   `json:"consistency,omitempty"`
 	Split       int      `json:"split,omitempty"`
 	Settings    []string `json:"settings,omitempty"`
+	// SettingsLost: the session's settings were past MaxSettingsBytes
+	// and are not carried; a node that adopts it says so.
+	SettingsLost bool `json:"settings_lost,omitempty"`
 	// Transaction: the client has a transaction open; CommitKey is the
 	// idempotency key its COMMIT will carry (hex).
 	Transaction bool   `json:"transaction,omitempty"`
@@ -94,17 +103,35 @@ func (s SessionState) check() error {
 	if len(s.Settings) > MaxSessionSettings {
 		return fmt.Errorf("session %s holds %d settings, more than %d", s.ID, len(s.Settings), MaxSessionSettings)
 	}
-	for _, st := range s.Settings {
-		if len(st) > MaxSettingBytes {
-			return fmt.Errorf("session %s holds a setting of %d bytes, more than %d", s.ID, len(st), MaxSettingBytes)
-		}
+	if n := SettingsBytes(s.Settings); n > MaxSettingsBytes {
+		return fmt.Errorf("session %s holds settings of %d bytes, more than %d", s.ID, n, MaxSettingsBytes)
+	}
+	if len(s.ID) > 1024 || len(s.Holder) > 1024 || len(s.Credential) > 64<<10 {
+		return fmt.Errorf("session %s: an id, holder or credential too long", s.ID)
 	}
 	return nil
 }
 
+// SettingsBytes is the size of setting statements.
+func SettingsBytes(settings []string) int {
+	n := 0
+	for _, st := range settings {
+		n += len(st)
+	}
+	return n
+}
+
+// Size is about what s takes in memory and on the wire.
+func (s SessionState) Size() int {
+	return 256 + len(s.ID) + len(s.Holder) + len(s.Credential) + len(s.CommitKey) + SettingsBytes(s.Settings) + 16*len(s.Settings)
+}
+
 // SessionPush is the body of a POST to SessionsPath.
 type SessionPush struct {
-	From     string         `json:"from"`
+	From string `json:"from"`
+	// FromBoot is the sender's run (node.SessionIDs.Boot): a copy whose
+	// holder runs anew holds a session that run lost.
+	FromBoot uint64         `json:"from_boot"`
 	Sessions []SessionState `json:"sessions"`
 }
 
@@ -141,12 +168,14 @@ func SessionsHandler(node string, push func(SessionPush), lookup func(id string)
 				writeError(w, Errorf(CodeBadRequest, "a session push holds at most %d sessions, not %d", MaxPushSessions, len(p.Sessions)))
 				return
 			}
+			// A state past the bounds is left out; the others are kept.
+			valid := p.Sessions[:0]
 			for _, s := range p.Sessions {
-				if err := s.check(); err != nil {
-					writeError(w, Errorf(CodeBadRequest, "malformed session push: %v", err))
-					return
+				if s.check() == nil {
+					valid = append(valid, s)
 				}
 			}
+			p.Sessions = valid
 			push(p)
 			w.WriteHeader(http.StatusNoContent)
 		default:
