@@ -584,8 +584,8 @@ func (m *migrator) Adopt(ctx context.Context, s *node.Session, state any) error 
 			// gone since (USE of a dropped schema). The session goes on
 			// without it, and its next statement says so.
 			m.log.Warn("session setting not restored", "session", s.ID(), "setting", stmt, "err", err)
-			st.lostSetting = fmt.Errorf("Connection Error: the session setting %q could not be restored on node %s "+
-				"after the session moved from %s (%v); the session goes on without it: set it again", stmt, m.ids.Node(), ns.Holder, err)
+			st.lostSetting = settingLost(fmt.Sprintf("Connection Error: the session setting %q could not be restored on node %s "+
+				"after the session moved from %s (%v); the session goes on without it: set it again", stmt, m.ids.Node(), ns.Holder, err))
 			continue
 		}
 		rows.Close()
@@ -595,9 +595,9 @@ func (m *migrator) Adopt(ctx context.Context, s *node.Session, state any) error 
 		st.settingsVersion = 1
 	}
 	if ns.SettingsLost && st.lostSetting == nil {
-		st.lostSetting = fmt.Errorf("Connection Error: the session's settings were too large to follow it from node %s "+
+		st.lostSetting = settingLost(fmt.Sprintf("Connection Error: the session's settings were too large to follow it from node %s "+
 			"(more than %d bytes of SET statements); the session goes on on node %s without them: set them again",
-			ns.Holder, nodeapi.MaxSettingsBytes, m.ids.Node())
+			ns.Holder, nodeapi.MaxSettingsBytes, m.ids.Node()))
 	}
 	if ns.Transaction {
 		st.lostTxn = &node.LostError{Code: node.CodeTransactionLost, Node: ns.Holder, Name: ns.CommitKey}
@@ -882,3 +882,14 @@ func (e *Executor) endTxn(st *sessionState) {
 		e.sessionChanged(st)
 	}
 }
+
+// CodeSettingLost: a session setting could not follow the session to the
+// node that adopted it.
+const CodeSettingLost = "setting_lost"
+
+// settingLost is the error of a session setting that did not follow its
+// session (CodeSettingLost).
+type settingLost string
+
+func (e settingLost) Error() string     { return string(e) }
+func (e settingLost) ErrorCode() string { return CodeSettingLost }
