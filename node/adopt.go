@@ -30,6 +30,10 @@ type Migrator interface {
 	// Alive reports whether gossip lists node as a live member: a forward
 	// to a node that stops being one is given up.
 	Alive(node string) bool
+	// Moved reports whether s, held here, was adopted by another node
+	// meanwhile (this one was frozen or cut off): the server drops it,
+	// and its requests go where it is now.
+	Moved(s *Session) bool
 }
 
 // Locus is where a request for a session this server does not hold goes.

@@ -130,6 +130,10 @@ func (s *Server) routeQuack(w http.ResponseWriter, r *http.Request) {
 			ConnectionIDHeader, named, h.ConnectionID)))
 		return
 	}
+	if sess := s.session(h.ConnectionID); sess != nil && mig.Moved(sess) {
+		s.log.Info("session dropped: another node adopted it while this one was unreachable", "session", sess.id)
+		s.removeSession(sess)
+	}
 	if h.Type == wire.MsgConnectionRequest || h.ConnectionID == "" || s.session(h.ConnectionID) != nil ||
 		r.Header.Get(HopHeader) == memberHop && s.member(r.Header) {
 		// A member's own session that is gone here is unknown, as
@@ -237,6 +241,11 @@ func (s *Server) serveElsewhere(w http.ResponseWriter, r *http.Request, mig Migr
 		err = s.relay(w, r, mig, c.ID, loc, hops+1, body)
 		switch {
 		case err == nil:
+			return
+		case ctx.Err() != nil:
+			// The client went away (a FETCH read ahead and no longer
+			// wanted): nothing to answer, and nothing learned of the
+			// node.
 			return
 		case errors.Is(err, errNotReached) || movable(typ):
 			// The node never saw it, or the request is one the

@@ -797,6 +797,17 @@ func (e *Executor) Leave() {
 	}
 }
 
+// Moved implements node.Migrator.
+func (e *Executor) Moved(s *node.Session) bool {
+	st, ok := s.Value(stateKey{}).(*sessionState)
+	if !ok {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.movedTo != ""
+}
+
 // Alive implements node.Migrator.
 func (e *Executor) Alive(id string) bool {
 	if e.mig == nil {

@@ -137,8 +137,8 @@ func rawQuack(t *testing.T, addr string, g wire.Generation, id string, msg wire.
 
 // TestSessionsFollowAndOutliveTheirNode runs a session of each generation
 // through a balancer with no stickiness over an in-process cluster. Its
-// requests to other nodes are forwarded to the node holding it, with its
-// settings; once that node is killed, another adopts the session under
+// requests to other nodes and to a router are forwarded to the node
+// holding it, with its settings; once that node is killed, another adopts the session under
 // the same id: its settings and its read-your-writes hold, and what
 // could not move answers with its code: the result being streamed
 // (result_lost), the open transaction until COMMIT (transaction_lost,
@@ -149,6 +149,7 @@ func TestSessionsFollowAndOutliveTheirNode(t *testing.T) {
 	c.WaitForLeader(t, 20*time.Second)
 	setup := c.Nodes[0].Client(t)
 	exec(t, setup, "CREATE TABLE moved(g INTEGER, v INTEGER)")
+	router := c.StartRouter(t)
 
 	for i, g := range []wire.Generation{wire.Q1, wire.Q3} {
 		owner, other := c.Nodes[i], c.Nodes[(i+1)%3]
@@ -168,6 +169,11 @@ func TestSessionsFollowAndOutliveTheirNode(t *testing.T) {
 				t.Fatalf("TimeZone through %s = %s", other.ID, got)
 			}
 			exec(t, conn, fmt.Sprintf("INSERT INTO moved VALUES (%d, 1)", g))
+			// A router serves it too.
+			b.point(router.QuackAddr)
+			if got := scalar(t, conn, fmt.Sprintf("SELECT count(*) FROM moved WHERE g = %d", g)); got != "1" {
+				t.Fatalf("rows of the session through the router = %s, want 1", got)
+			}
 			if !strings.Contains(owner.Log(), conn.ID()) {
 				t.Fatalf("%s never saw session %s", owner.ID, conn.ID())
 			}
