@@ -215,19 +215,22 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 		return fmt.Errorf("adopt session: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	// An adopted session counts toward MaxSessions but toward no client's
-	// cap: its client was admitted where it connected, and the address it
-	// comes from here is a balancer's or a member's.
+	// An adopted session counts toward MaxSessions, but is not refused by
+	// its address's cap: its client was admitted where it connected, and
+	// the address it comes from here is a balancer's or a member's.
 	sess := &Session{id: c.ID, gen: c.Gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now(),
-		auth: loc.Credential, role: c.Role, lease: lease, client: client}
+		auth: loc.Credential, role: c.Role, lease: lease, client: client,
+		inflate: newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
 	sess.SetValue(movedKey{}, loc.From)
 	s.mu.Lock()
-	if s.closed || len(s.sessions) >= s.cfg.MaxSessions {
+	if s.closed || s.clients >= s.cfg.MaxSessions {
 		s.mu.Unlock()
 		sess.close()
 		return codedError{fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions}
 	}
 	s.sessions[c.ID] = sess
+	s.clients++
+	s.perClient[sess.client]++
 	s.mu.Unlock()
 	if err := mig.Adopt(ctx, sess, loc.State); err != nil {
 		// Not ended: the Executor undid what it installed, and the

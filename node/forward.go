@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -28,10 +27,10 @@ import (
 const (
 	// HopHeader marks a Quack request that a member forwarded to the
 	// node it found holding the session (or chose to adopt it); its value
-	// counts the members that forwarded it. It is taken as a member's only
-	// with the node credential as its bearer token (Authorization), and a
-	// request that has made MaxHops hops is never forwarded again, so a
-	// request cannot loop between members whose views differ.
+	// counts the members that forwarded it. It counts only on a member's
+	// request (the node credential in wire.MemberHeader), and a request
+	// that has made MaxHops hops is never forwarded again, so a request
+	// cannot loop between members whose views differ.
 	HopHeader = "Duckraft-Hop"
 	// ConnectionIDHeader is the header with which DuckDB 2.0's client
 	// names its session on every request after the handshake. A node
@@ -44,19 +43,13 @@ const (
 	AffinityCookie = "duckraft_node"
 	// MaxHops bounds the members a request passes through.
 	MaxHops = 2
-	// memberHop is the HopHeader value of a member's requests in its own
-	// sessions (MemberHeader).
-	memberHop = "member"
 )
 
 // ClusterSessions configures a server that is one of a cluster's nodes.
+// Its forwarded requests carry Config.MemberCredential.
 type ClusterSessions struct {
 	// IDs mints and checks the session ids every member signs.
 	IDs *SessionIDs
-	// Credential is the node credential (clusterkey.NodeAPI): this node's
-	// forwarded requests carry it, and a request carries it to count as a
-	// member's hop.
-	Credential string
 	// HTTP sends forwarded requests; nil is a client of its own. TLS says
 	// the nodes serve HTTPS.
 	HTTP *http.Client
@@ -74,12 +67,22 @@ var defaultHopClient = &http.Client{Transport: &http.Transport{
 	DisableCompression:  true,
 }}
 
+// migrator is the Executor as a Migrator when the server is a cluster's
+// node; nil otherwise.
+func (s *Server) migrator() Migrator {
+	if s.cfg.Cluster == nil || s.cfg.Cluster.IDs == nil {
+		return nil
+	}
+	mig, _ := s.cfg.Executor.(Migrator)
+	return mig
+}
+
 // sessionID is the id of a new session of role in generation g: one the
 // cluster's members can route (SessionIDs), or random when the server is
 // no cluster's.
 func (s *Server) sessionID(random string, g wire.Generation, role tokens.Role) string {
-	if cl := s.cfg.Cluster; cl != nil && cl.IDs != nil {
-		return cl.IDs.New(g, role)
+	if s.migrator() != nil {
+		return s.cfg.Cluster.IDs.New(g, role)
 	}
 	return random
 }
@@ -87,178 +90,171 @@ func (s *Server) sessionID(random string, g wire.Generation, role tokens.Role) s
 // opened tells the Migrator of a session this server opened for a
 // client. A member's sessions (a router's reads routed here) are not
 // its: the member opens another when one is gone.
-func (s *Server) opened(ctx context.Context, sess *Session) {
-	mig, ok := s.cfg.Executor.(Migrator)
-	if !ok || s.cfg.Cluster == nil || s.member(RequestHeader(ctx)) {
-		return
+func (s *Server) opened(_ context.Context, sess *Session) {
+	if mig := s.migrator(); mig != nil && !sess.member {
+		mig.SessionOpened(sess)
 	}
-	mig.SessionOpened(sess)
 }
 
-// MemberHeader returns the header with which a member opens a session on
-// another node for itself (routed reads): such a session is not moved
-// when that node fails, since the member opens another.
-func MemberHeader(credential string) http.Header {
-	return http.Header{HopHeader: {memberHop}, "Authorization": {"Bearer " + credential}}
-}
-
-// member reports whether h is a member's request: the hop header with the
-// node credential.
-func (s *Server) member(h http.Header) bool {
-	cred := s.cfg.Cluster.Credential
-	return h.Get(HopHeader) != "" && cred != "" &&
-		subtle.ConstantTimeCompare([]byte(h.Get("Authorization")), []byte("Bearer "+cred)) == 1
-}
-
-// routeQuack serves a Quack request here, or where its session is.
+// routeQuack serves a Quack request, with the affinity cookie naming this
+// node; a relayed answer carries the holder's instead.
 func (s *Server) routeQuack(w http.ResponseWriter, r *http.Request) {
-	cl := s.cfg.Cluster
-	mig, ok := s.cfg.Executor.(Migrator)
-	if cl == nil || cl.IDs == nil || !ok {
-		s.serveQuack(w, r)
-		return
+	if s.migrator() != nil {
+		http.SetCookie(w, &http.Cookie{Name: AffinityCookie, Value: s.cfg.Cluster.IDs.Node(), Path: "/", HttpOnly: true})
 	}
-	http.SetCookie(w, &http.Cookie{Name: AffinityCookie, Value: cl.IDs.Node(), Path: "/", HttpOnly: true})
-	h, body, err := s.peekHeader(r)
+	s.serveQuack(w, r)
+}
+
+// away is where a request goes whose session another node holds.
+type away struct {
+	claims SessionClaims
+	hops   int
+	loc    Locus
+}
+
+// checkConnectionID refuses a request whose X-Quack-Connection-Id header
+// names another session than its message, so that a balancer may trust
+// the header.
+func checkConnectionID(ctx context.Context, h wire.Header) *response {
+	named := RequestHeader(ctx).Get(ConnectionIDHeader)
+	if named == "" || h.ConnectionID == "" || named == h.ConnectionID {
+		return nil
+	}
+	resp := errorResponse(fmt.Sprintf("the %s header names another session than the message: %q, not %q",
+		ConnectionIDHeader, named, h.ConnectionID))
+	return &resp
+}
+
+// moved drops sess if another node adopted it while this one was
+// unreachable (Migrator.Moved): its requests go where it is now.
+func (s *Server) moved(sess *Session) bool {
+	mig := s.migrator()
+	if mig == nil || !mig.Moved(sess) {
+		return false
+	}
+	s.log.Info("session dropped: another node adopted it while this one was unreachable", "session", sess.id)
+	s.removeSession(sess)
+	return true
+}
+
+// elsewhere admits a request of a session this server does not hold: it
+// adopts the session here and returns it, or answers where the request
+// goes (response.away), or refuses it. A member's request in its own
+// session (no HopHeader) is unknown, as before: the member opens another.
+func (s *Server) elsewhere(ctx context.Context, h wire.Header) (*Session, *response) {
+	mig := s.migrator()
+	if mig == nil {
+		resp := unknownSession()
+		return nil, &resp
+	}
+	c, err := s.cfg.Cluster.IDs.Parse(h.ConnectionID)
 	if err != nil {
-		// serveQuack reads what is left and answers as it always has.
-		s.serveQuack(w, r)
-		return
+		resp := unknownSession()
+		return nil, &resp
 	}
-	if named := r.Header.Get(ConnectionIDHeader); named != "" && h.ConnectionID != "" && named != h.ConnectionID {
-		s.write(w, errorResponse(fmt.Sprintf("the %s header names another session than the message: %q, not %q",
-			ConnectionIDHeader, named, h.ConnectionID)))
-		return
+	hops := 0
+	if member, _ := ctx.Value(memberKey{}).(bool); member {
+		v := RequestHeader(ctx).Get(HopHeader)
+		if v == "" {
+			resp := unknownSession()
+			return nil, &resp
+		}
+		if hops, err = strconv.Atoi(v); err != nil || hops < 1 {
+			hops = MaxHops
+		}
 	}
-	if sess := s.session(h.ConnectionID); sess != nil && mig.Moved(sess) {
-		s.log.Info("session dropped: another node adopted it while this one was unreachable", "session", sess.id)
-		s.removeSession(sess)
-	}
-	if h.Type == wire.MsgConnectionRequest || h.ConnectionID == "" || s.session(h.ConnectionID) != nil ||
-		r.Header.Get(HopHeader) == memberHop && s.member(r.Header) {
-		// A member's own session that is gone here is unknown, as
-		// before: the member opens another.
-		s.serveQuack(w, r)
-		return
-	}
-	c, err := cl.IDs.Parse(h.ConnectionID)
+	loc, err := mig.Locate(ctx, c, hops, "")
 	if err != nil {
-		// Not one of this cluster's: unknown here, as anywhere.
-		s.serveQuack(w, r)
-		return
+		resp := failureIn(c.Gen, err)
+		return nil, &resp
 	}
-	s.serveElsewhere(w, r, mig, c, h.Type, body)
+	if loc.Adopt {
+		client, _ := ctx.Value(clientKey{}).(string)
+		if err := s.adopt(ctx, mig, c, loc, client); err != nil {
+			resp := failureIn(c.Gen, err)
+			return nil, &resp
+		}
+		if sess := s.session(c.ID); sess != nil {
+			return sess, nil
+		}
+		resp := unknownSession()
+		return nil, &resp
+	}
+	return nil, &response{gen: c.Gen, away: &away{claims: c, hops: hops, loc: loc}}
 }
 
-// peekHeader decodes the message header of r's body from its first bytes
-// and puts them back in front of the rest, or, when the body is
-// compressed, reads it whole (it is needed whole to decompress) and
-// returns it. An error means the header could not be read; r's body is
-// then left to serveQuack.
-func (s *Server) peekHeader(r *http.Request) (wire.Header, []byte, error) {
-	head := make([]byte, peekBytes)
-	n, err := io.ReadFull(r.Body, head)
-	head = head[:n]
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return wire.Header{}, nil, err
-	}
-	var body []byte
-	if wire.IsCompressed(head) {
-		if body, err = io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxMessageBytes+1)); err != nil {
-			return wire.Header{}, nil, err
-		}
-		r.Body = readCloser{bytes.NewReader(body), r.Body}
-		if int64(len(body)) > s.cfg.MaxMessageBytes {
-			return wire.Header{}, nil, errors.New("message too large")
-		}
-		if head, err = wire.DecompressPrefix(body, peekBytes); err != nil {
-			return wire.Header{}, nil, err
-		}
-	}
-	h, _, err := wire.DecodeHeader(head)
-	return h, body, err
-}
-
-// readCloser reads from one reader and closes another: a request body
-// whose first bytes were read ahead.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (r readCloser) Close() error { return r.c.Close() }
-
-// hops is how many members forwarded r already: 0 unless r carries the
-// node credential.
-func (s *Server) hops(r *http.Request) int {
-	if !s.member(r.Header) {
-		return 0
-	}
-	n, err := strconv.Atoi(r.Header.Get(HopHeader))
-	if err != nil || n < 1 {
-		return MaxHops
-	}
-	return n
+// failureIn is the ERROR_RESPONSE for err in generation g.
+func failureIn(g wire.Generation, err error) response {
+	resp := failure(err)
+	resp.gen = g
+	return resp
 }
 
 // errNotReached marks a forward that never reached its node: the
 // connection could not be made, so the node saw nothing of the request.
 var errNotReached = errors.New("node not reached")
 
-// serveElsewhere serves a request of session c, which this server does not
-// hold, where the Migrator says: forwarded to the node holding it, or here
-// once adopted. body is the request body if it was read already.
-func (s *Server) serveElsewhere(w http.ResponseWriter, r *http.Request, mig Migrator, c SessionClaims, typ wire.MessageType, body []byte) {
-	ctx := r.Context()
-	hops := s.hops(r)
+// serveElsewhere serves a request, read whole into in.buf as it came,
+// whose session another node holds: forwarded there, the answer relayed
+// to w as it comes (relayed is set: the answer is written), or, if that
+// node cannot be reached, wherever the Migrator says next, possibly here
+// once adopted (the answer is returned).
+func (s *Server) serveElsewhere(ctx context.Context, w http.ResponseWriter, in *inbound, h wire.Header, a *away) (resp response, relayed bool) {
+	mig := s.migrator()
+	loc := a.loc
 	unreachable := ""
 	for range MaxHops + 1 {
-		loc, err := mig.Locate(ctx, c, hops, unreachable)
-		if err != nil {
-			s.writeFailure(w, c.Gen, err)
-			return
-		}
 		if loc.Adopt {
-			if err := s.adopt(ctx, mig, c, loc, clientHost(r)); err != nil {
-				s.writeFailure(w, c.Gen, err)
-				return
+			client, _ := ctx.Value(clientKey{}).(string)
+			if err := s.adopt(ctx, mig, a.claims, loc, client); err != nil {
+				return failureIn(a.claims.Gen, err), false
 			}
-			if body != nil {
-				r.Body = readCloser{bytes.NewReader(body), r.Body}
-			}
-			s.serveQuack(w, r)
-			return
+			return s.serveAdopted(ctx, in, h), false
 		}
-		if body == nil {
-			if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes)); err != nil {
-				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-					s.write(w, errorResponse(fmt.Sprintf("message exceeds the server's limit of %d bytes", s.cfg.MaxMessageBytes)))
-				}
-				return
-			}
-		}
-		err = s.relay(w, r, mig, c.ID, loc, hops+1, body)
+		err := s.relay(w, in.r, mig, a.claims.ID, loc, a.hops+1, in.buf)
 		switch {
 		case err == nil:
-			return
+			return resp, true
 		case ctx.Err() != nil:
 			// The client went away (a FETCH read ahead and no longer
 			// wanted): nothing to answer, and nothing learned of the
 			// node.
-			return
-		case errors.Is(err, errNotReached) || movable(typ):
+			return resp, true
+		case errors.Is(err, errNotReached) || movable(h.Type):
 			// The node never saw it, or the request is one the
 			// session answers alike anywhere: find the session anew.
-			s.log.Info("forward failed, locating the session again", "session", c.ID, "node", loc.Node, "err", err)
+			s.log.Info("forward failed, locating the session again", "session", a.claims.ID, "node", loc.Node, "err", err)
 			unreachable = loc.Node
 		default:
-			s.log.Warn("forward failed after the request reached the node", "session", c.ID, "node", loc.Node, "err", err)
-			s.writeFailure(w, c.Gen, &LostError{Code: CodeRequestLost, Node: loc.Node})
-			return
+			s.log.Warn("forward failed after the request reached the node", "session", a.claims.ID, "node", loc.Node, "err", err)
+			return failureIn(a.claims.Gen, &LostError{Code: CodeRequestLost, Node: loc.Node}), false
+		}
+		if loc, err = mig.Locate(ctx, a.claims, a.hops, unreachable); err != nil {
+			return failureIn(a.claims.Gen, err), false
 		}
 	}
-	s.writeFailure(w, c.Gen, &LostError{Code: CodeSessionMoving, Node: unreachable})
+	return failureIn(a.claims.Gen, &LostError{Code: CodeSessionMoving, Node: unreachable}), false
+}
+
+// serveAdopted handles a request read whole into in.buf, whose session
+// this server has just adopted.
+func (s *Server) serveAdopted(ctx context.Context, in *inbound, h wire.Header) response {
+	sess, refused := s.admit(ctx, h)
+	if refused != nil {
+		return *refused
+	}
+	msg := in.buf
+	if wire.IsCompressed(msg) {
+		var resp *response
+		if msg, resp = in.decompress(sess, s.cfg.MaxMessageBytes); resp != nil {
+			return *resp
+		}
+	}
+	h, body, err := wire.DecodeHeader(msg)
+	if err != nil {
+		return errorResponse(fmt.Sprintf("malformed message header: %v", err))
+	}
+	return s.handle(ctx, h, sess, body)
 }
 
 // movable reports whether a request of type t may be sent again elsewhere
@@ -272,13 +268,6 @@ func movable(t wire.MessageType) bool {
 		return true
 	}
 	return false
-}
-
-// writeFailure answers err as an ERROR_RESPONSE of generation g.
-func (s *Server) writeFailure(w http.ResponseWriter, g wire.Generation, err error) {
-	resp := failure(err)
-	resp.gen = g
-	s.write(w, resp)
 }
 
 // hopWatch is how often a forwarded request waiting for its answer checks
@@ -308,7 +297,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, mig Migrator, id 
 		}
 	}
 	req.Header.Set(HopHeader, strconv.Itoa(hops))
-	req.Header.Set("Authorization", "Bearer "+cl.Credential)
+	req.Header.Set(wire.MemberHeader, s.cfg.MemberCredential)
 	hc := cl.HTTP
 	if hc == nil {
 		hc = defaultHopClient
@@ -370,7 +359,7 @@ func notDialed(err error) bool {
 func hopByHop(k string) bool {
 	switch http.CanonicalHeaderKey(k) {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade", "Authorization", "Content-Length", HopHeader:
+		"Transfer-Encoding", "Upgrade", "Content-Length", HopHeader, wire.MemberHeader:
 		return true
 	}
 	return false

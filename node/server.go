@@ -448,6 +448,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, 
 		return h, resp, in.received, false
 	}
 	switch {
+	case refused != nil && refused.away != nil:
+		var relayed bool
+		if resp, relayed = s.serveElsewhere(ctx, w, in, h, refused.away); relayed {
+			return h, resp, in.received, false
+		}
 	case refused != nil:
 		if !in.done {
 			// The rest of the body is not read: net/http, which would
@@ -481,6 +486,9 @@ type response struct {
 	// bufs are references to the pooled buffers that the body's chunks
 	// are in, released once the response is written.
 	bufs []*wire.Buffer
+	// away, instead of an answer, says that another node holds the
+	// request's session (forward.go).
+	away *away
 }
 
 func errorResponse(msg string) response {
@@ -548,10 +556,16 @@ func (s *Server) write(w http.ResponseWriter, resp response) int {
 // session it names is open, its lease has not run out, and its token is
 // still accepted.
 func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response) {
+	if resp := checkConnectionID(ctx, h); resp != nil {
+		return nil, resp
+	}
 	sess := s.session(h.ConnectionID)
-	if sess == nil {
-		resp := unknownSession()
-		return nil, &resp
+	if sess == nil || s.moved(sess) {
+		// Another node's, or one whose node died (forward.go).
+		var resp *response
+		if sess, resp = s.elsewhere(ctx, h); resp != nil {
+			return nil, resp
+		}
 	}
 	now := time.Now()
 	if sess.expired(now) {

@@ -30,7 +30,7 @@ func (d *Daemon) clusterSessions() *node.ClusterSessions {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &node.ClusterSessions{IDs: d.ids, Credential: d.nodeCred, HTTP: &http.Client{Transport: t}, TLS: d.peerTLS != nil}
+	return &node.ClusterSessions{IDs: d.ids, HTTP: &http.Client{Transport: t}, TLS: d.peerTLS != nil}
 }
 
 // handleSessions serves the members' session endpoints.
