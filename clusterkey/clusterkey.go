@@ -29,6 +29,7 @@ const (
 	labelGossip  = "duckraft gossip"
 	labelNodeAPI = "duckraft node api"
 	labelRaftCA  = "duckraft raft ca"
+	labelSession = "duckraft session id"
 )
 
 // Parse decodes a cluster key given as hex digits (duckraftd's
@@ -47,6 +48,12 @@ func Gossip(key []byte) []byte { return derive(key, labelGossip, 32) }
 // NodeAPI is the bearer credential that authorizes a member's requests to
 // another member's node API (forwarded writes, leadership transfer).
 func NodeAPI(key []byte) string { return hex.EncodeToString(derive(key, labelNodeAPI, 32)) }
+
+// SessionID is the 32-byte key with which members sign the session ids
+// they hand out (node.SessionIDs), so that any member can tell which node
+// opened a session, and with which role, from the id alone, and a client
+// cannot forge one.
+func SessionID(key []byte) []byte { return derive(key, labelSession, 32) }
 
 // derive expands key under label into n bytes.
 func derive(key []byte, label string, n int) []byte {

@@ -45,6 +45,8 @@ func TestDerivedCredentialsDiffer(t *testing.T) {
 		"node api":      NodeAPI(key),
 		"other gossip":  string(Gossip(other)),
 		"other nodeapi": NodeAPI(other),
+		"session id":    string(SessionID(key)),
+		"other session": string(SessionID(other)),
 		"key":           string(key),
 	} {
 		if prev, ok := seen[v]; ok {
@@ -52,7 +54,8 @@ func TestDerivedCredentialsDiffer(t *testing.T) {
 		}
 		seen[v] = name
 	}
-	if !bytes.Equal(Gossip(key), Gossip(key)) || NodeAPI(key) != NodeAPI(key) {
+	if !bytes.Equal(Gossip(key), Gossip(key)) || NodeAPI(key) != NodeAPI(key) ||
+		!bytes.Equal(SessionID(key), SessionID(key)) {
 		t.Error("derivation is not deterministic")
 	}
 }

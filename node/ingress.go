@@ -292,6 +292,7 @@ func (in *inbound) read(ctx context.Context) (h wire.Header, body *wire.Reader, 
 	refuse := func(resp response) (wire.Header, *wire.Reader, *Session, *response, error) {
 		return h, nil, nil, &resp, nil
 	}
+	var away *response
 	// A failure to read is the connection's, or a deadline's; a budget
 	// that did not come is the server's answer.
 	readFailed := func(err error) (wire.Header, *wire.Reader, *Session, *response, error) {
@@ -334,10 +335,14 @@ func (in *inbound) read(ctx context.Context) (h wire.Header, body *wire.Reader, 
 		return refuse(errorResponse("Unsupported message type for server"))
 	default:
 		var resp *response
-		if sess, resp = s.admit(ctx, h); resp != nil {
+		if sess, resp = s.admit(ctx, h); resp != nil && resp.away == nil {
 			return refuse(*resp)
 		}
-		in.member = in.member || sess.member
+		// A request another node serves is read whole, as this node's
+		// would be, and sent there as it came (forward.go).
+		if away = resp; away == nil {
+			in.member = in.member || sess.member
+		}
 	}
 	if in.r.ContentLength > limit {
 		return refuse(errTooLarge(limit))
@@ -360,6 +365,9 @@ func (in *inbound) read(ctx context.Context) (h wire.Header, body *wire.Reader, 
 	}
 	if int64(len(in.buf)) > limit {
 		return refuse(errTooLarge(limit))
+	}
+	if away != nil {
+		return refuse(*away)
 	}
 	msg := in.buf
 	if wire.IsCompressed(msg) {

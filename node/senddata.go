@@ -250,7 +250,7 @@ func (s *Server) sendData(ctx context.Context, sess *Session, req *wire.SendData
 	st := sess.streams[req.StreamID]
 	sess.mu.Unlock()
 	if st == nil {
-		return errorResponse(fmt.Sprintf("No active data stream '%s'", req.StreamID))
+		return streamGone(sess, req.StreamID)
 	}
 	// The role is checked again: the token may have lost it since the
 	// stream opened.
@@ -397,7 +397,7 @@ func (s *Server) abandonOwnStreams(ctx context.Context, sess *Session) {
 func (s *Server) execSQL(ctx context.Context, sess *Session, sql string) error {
 	sess.exec.Lock()
 	defer sess.exec.Unlock()
-	r, err := s.cfg.Executor.Query(ctx, sess, sql)
+	r, err := s.cfg.Executor.Query(streamStatement(ctx), sess, sql)
 	if err != nil {
 		return err
 	}

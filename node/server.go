@@ -185,6 +185,11 @@ type Config struct {
 	// IdleTimeout ends Q1 sessions that sent nothing for this long (Q1
 	// clients have no heartbeat); Q3 sessions use their own lease.
 	IdleTimeout time.Duration
+	// Cluster, when set, makes the server one of a cluster's nodes: its
+	// session ids are signed, and a request for a session another node
+	// holds is served there (forward.go, adopt.go), if the Executor is a
+	// Migrator.
+	Cluster *ClusterSessions
 	// HiddenSchemas are left out of the catalog an attaching client loads.
 	HiddenSchemas []string
 	// ObserveRequest, if set, is told of every Quack request answered:
@@ -230,6 +235,8 @@ type Server struct {
 	clients   int
 	perClient map[string]int
 	closed    bool
+	// adopting serialises the adoptions of each session (adopt.go).
+	adopting adoptions
 }
 
 // New returns a Server for cfg.
@@ -318,7 +325,7 @@ func New(cfg Config) (*Server, error) {
 // (GuardBodies).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /quack", s.serveQuack)
+	mux.HandleFunc("POST /quack", s.routeQuack)
 	mux.HandleFunc("OPTIONS /quack", func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", "*")
@@ -441,6 +448,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, 
 		return h, resp, in.received, false
 	}
 	switch {
+	case refused != nil && refused.away != nil:
+		var relayed bool
+		if resp, relayed = s.serveElsewhere(ctx, w, in, h, refused.away); relayed {
+			return h, resp, in.received, false
+		}
 	case refused != nil:
 		if !in.done {
 			// The rest of the body is not read: net/http, which would
@@ -474,6 +486,9 @@ type response struct {
 	// bufs are references to the pooled buffers that the body's chunks
 	// are in, released once the response is written.
 	bufs []*wire.Buffer
+	// away, instead of an answer, says that another node holds the
+	// request's session (forward.go).
+	away *away
 }
 
 func errorResponse(msg string) response {
@@ -541,10 +556,16 @@ func (s *Server) write(w http.ResponseWriter, resp response) int {
 // session it names is open, its lease has not run out, and its token is
 // still accepted.
 func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response) {
+	if resp := checkConnectionID(ctx, h); resp != nil {
+		return nil, resp
+	}
 	sess := s.session(h.ConnectionID)
-	if sess == nil {
-		resp := unknownSession()
-		return nil, &resp
+	if sess == nil || s.moved(sess) {
+		// Another node's, or one whose node died (forward.go).
+		var resp *response
+		if sess, resp = s.elsewhere(ctx, h); resp != nil {
+			return nil, resp
+		}
 	}
 	now := time.Now()
 	if sess.expired(now) {
@@ -687,6 +708,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		// reads from its writes, so it cannot hold a token to reading.
 		return failure(&PermissionError{What: "a session on a server without a statement classifier", Have: role, Need: tokens.Write})
 	}
+	id = s.sessionID(id, gen, role)
 	// A client's connection yields to replication (engine.ConnectClient).
 	conn, err := s.cfg.DB.ConnectClient()
 	if err != nil {
@@ -735,6 +757,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		s.perClient[sess.client]++
 	}
 	s.mu.Unlock()
+	s.opened(ctx, sess)
 	s.log.Debug("session opened", "session", id, "generation", gen, "role", role, "member", sess.member, "client_version", req.ClientDuckDBVersion)
 	return response{gen: gen, header: wire.Header{Type: wire.MsgConnectionResponse, ConnectionID: id}, body: resp}
 }
@@ -853,7 +876,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 func (s *Server) fetch(sess *Session, req *wire.FetchRequest) response {
 	res := sess.currentResult()
 	if res == nil || res.uuid != req.UUID {
-		return errorResponse(ErrResultClosed.Error())
+		return resultGone(sess, res)
 	}
 	if sess.gen == wire.Q3 {
 		return s.fetchQ3(sess, res, req)

@@ -120,7 +120,12 @@ type Config struct {
 	// files, the backup directory (guard.go adds DuckDB's own files and
 	// /proc of this process).
 	ProtectedPaths []string
-	Logger         *slog.Logger
+	// SessionIDs and SessionAPI, both set, let the node's client sessions
+	// outlive it (migrate.go): the ids the node's server signs, and the
+	// other members' session endpoints.
+	SessionIDs *node.SessionIDs
+	SessionAPI SessionAPI
+	Logger     *slog.Logger
 }
 
 // DefaultMaxStaleness is Config.MaxStaleness when it is zero.
@@ -141,6 +146,10 @@ type Executor struct {
 	guard  *access.Guard
 	remote Remote
 	bal    *balance.Balancer
+
+	// mig lets sessions outlive this node, and this node adopt others';
+	// nil without Config.SessionIDs.
+	mig *migrator
 
 	// reads counts reads run on this node; active counts statements
 	// running or streaming here, which gossip reports as load.
@@ -183,8 +192,12 @@ func New(cfg Config) (*Executor, error) {
 	// The leader checks a forwarded write against its own files too: it
 	// evaluates an INSERT … SELECT FROM read_csv(…) itself.
 	analyzer := analyze.New(pool).WithGuard(guard.Check)
-	return &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyzer, guard: guard,
-		remote: cfg.Remote, bal: balance.New()}, nil
+	e := &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyzer, guard: guard,
+		remote: cfg.Remote, bal: balance.New()}
+	if cfg.SessionIDs != nil && cfg.SessionAPI != nil {
+		e.mig = newMigrator(e, cfg.SessionIDs, cfg.SessionAPI)
+	}
+	return e, nil
 }
 
 // poolIdle bounds the idle connections of an Executor's pool. A write
@@ -195,7 +208,12 @@ const poolIdle = 4
 // Close closes the connections the Executor keeps; the database stays
 // open, and the Executor's owner closes it after this. Writes still being
 // decided close theirs when they end.
-func (e *Executor) Close() error { return e.pool.Close() }
+func (e *Executor) Close() error {
+	if e.mig != nil {
+		e.mig.close()
+	}
+	return e.pool.Close()
+}
 
 // Reads returns how many reads this node has run itself, its own clients'
 // and those routed here.
@@ -246,6 +264,9 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return nil, err
 	}
 	st := e.state(s)
+	if rows, ok, err := e.sessionLosses(st, stmts); ok {
+		return rows, err
+	}
 	if len(stmts) == 1 {
 		if rows, ok, err := e.routerSetting(st, stmts[0].SQL); ok {
 			return rows, err
@@ -272,7 +293,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		// changes one runs here whole; reads elsewhere replay it.
 		rows, err := node.LocalExecutor{}.Query(ctx, s, sql)
 		if err == nil {
-			st.rememberSettings(followingSettings(stmts))
+			e.sessionStatements(st, stmts)
 		}
 		return rows, err
 	case writes == 0:
@@ -331,6 +352,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		st.mu.Lock()
 		st.consistency = level
 		st.mu.Unlock()
+		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
 	if key, ok, err := writeKeySetting(sql); ok {
@@ -358,6 +380,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		st.mu.Lock()
 		st.split = n
 		st.mu.Unlock()
+		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
 	return nil, false, nil
@@ -373,6 +396,9 @@ func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string,
 		return err
 	}
 	st := e.state(s)
+	if err := st.appendLoss(); err != nil {
+		return err
+	}
 	if ok, err := e.appendToTxn(st, a, uint64(chunk.Rows)); ok || err != nil {
 		return err
 	}
@@ -407,12 +433,18 @@ func splitSchemaPath(path []string) (string, []string) {
 
 // InTransaction implements node.Executor: the session's transaction is the
 // one the router collects until COMMIT.
-func (e *Executor) InTransaction(s *node.Session) bool { return e.state(s).openTxn() != nil }
+func (e *Executor) InTransaction(s *node.Session) bool {
+	st := e.state(s)
+	return st.openTxn() != nil || st.appendLoss() != nil
+}
 
 // EndSession implements node.SessionEnder: the session's sessions on other
 // nodes end with it.
 func (e *Executor) EndSession(s *node.Session) {
 	if st, ok := s.Value(stateKey{}).(*sessionState); ok {
+		if e.mig != nil {
+			e.mig.release(st)
+		}
 		st.closeRemotes()
 		if t := st.openTxn(); t != nil && t.stager != nil {
 			st.setTxn(nil)

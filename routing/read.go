@@ -121,7 +121,15 @@ func (e *Executor) read(ctx context.Context, s *node.Session, st *sessionState, 
 
 func (e *Executor) readUnbounded(ctx context.Context, s *node.Session, st *sessionState, sql string) (node.Rows, error) {
 	st.mu.Lock()
-	level, last, split := st.consistency, st.lastIndex, st.split
+	level := st.consistency
+	st.mu.Unlock()
+	if level == Session {
+		if err := e.restoreFloor(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	st.mu.Lock()
+	last, split := st.lastIndex, st.split
 	st.mu.Unlock()
 	if split > 1 && level != Strong {
 		if table, ok := splitTable(sql); ok {
@@ -183,7 +191,8 @@ func retryableRead(err error) bool {
 	}
 	switch nodeapi.CodeOf(err) {
 	case nodeapi.CodeBehind, nodeapi.CodeNotLeader, nodeapi.CodePinned,
-		nodeapi.CodeUnknownSession, nodeapi.CodeSessionExpired, nodeapi.CodeTooManySessions:
+		nodeapi.CodeUnknownSession, nodeapi.CodeSessionExpired, nodeapi.CodeTooManySessions,
+		node.CodeSessionLost, node.CodeSessionMoving:
 		return true
 	}
 	return false

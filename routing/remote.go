@@ -89,6 +89,21 @@ func (q *QuackRemote) Connect(ctx context.Context, addr string, g wire.Generatio
 	return quackSession{c}, nil
 }
 
+// PushSessions implements SessionAPI.
+func (q *QuackRemote) PushSessions(ctx context.Context, addr string, p nodeapi.SessionPush) error {
+	return q.api.PushSessions(ctx, addr, p)
+}
+
+// LookupSession implements SessionAPI.
+func (q *QuackRemote) LookupSession(ctx context.Context, addr, id string) (nodeapi.SessionState, bool, error) {
+	return q.api.LookupSession(ctx, addr, id)
+}
+
+// ReadIndex implements SessionAPI.
+func (q *QuackRemote) ReadIndex(ctx context.Context, addr string) (uint64, error) {
+	return q.api.ReadIndex(ctx, addr)
+}
+
 // Write implements Remote.
 func (q *QuackRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
 	return q.api.Write(ctx, addr, cmd)
@@ -227,7 +242,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 			return nil, context.Cause(ctx)
 		case !answered(err):
 			return nil, e.unreachable(st, p, rc, err)
-		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired:
+		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired || code == node.CodeSessionLost:
 			// The node restarted or forgot the session: open a new one.
 			st.dropRemote(p.ID, rc)
 		}

@@ -41,6 +41,28 @@ type sessionState struct {
 	// writeKey is the idempotency key of the session's next write (SET
 	// duckraft_write_key); nil for a fresh one.
 	writeKey []byte
+
+	// What a session that outlives its node carries (migrate.go). sess is
+	// the client's session. txnKey is the idempotency key the open
+	// transaction's COMMIT carries, chosen at BEGIN so that the other
+	// nodes know it; txnStream says an insert stream opened the
+	// transaction, not the client.
+	sess      *node.Session
+	txnKey    []byte
+	txnStream bool
+	// seq counts the changes of the state the other nodes keep, moves the
+	// session's adoptions; temporary says it created temporary objects.
+	seq, moves uint64
+	temporary  bool
+	// A session adopted here: needFloor until its read floor is set;
+	// lostTxn, lostTemp and lostSetting are answered to its next
+	// statements (sessionLosses); movedTo names the node that adopted it
+	// while this one could not be reached.
+	needFloor   bool
+	lostTxn     *node.LostError
+	lostTemp    *node.LostError
+	lostSetting error
+	movedTo     string
 }
 
 type stateKey struct{}
@@ -52,7 +74,7 @@ func (e *Executor) state(s *node.Session) *sessionState {
 	// A new session starts at what this node knows to be committed, so a
 	// client that connects after another one's write was acknowledged
 	// reads it, wherever its reads run.
-	st := &sessionState{gen: s.Generation(), consistency: e.cfg.Consistency, lastIndex: e.cfg.Store.CommitIndex()}
+	st := &sessionState{gen: s.Generation(), consistency: e.cfg.Consistency, lastIndex: e.cfg.Store.CommitIndex(), sess: s}
 	s.SetValue(stateKey{}, st)
 	return st
 }

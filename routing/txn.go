@@ -26,6 +26,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot start a transaction within a transaction")
 			}
 			st.setTxn(&pendingTxn{})
+			e.beginTxn(ctx, st)
 			last = successRows()
 		case classify.Commit:
 			if txn == nil {
@@ -34,8 +35,10 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			st.setTxn(nil)
 			entries, err := e.commitEntries(txn)
 			if err == nil && len(entries) > 0 {
+				st.commitKey()
 				_, err = e.write(ctx, st, newCommand(entries))
 			}
+			e.endTxn(st)
 			if err != nil {
 				e.unstage(st, txn)
 				return nil, err
@@ -46,6 +49,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot rollback - no transaction is active")
 			}
 			st.setTxn(nil)
+			e.endTxn(st)
 			e.unstage(st, txn)
 			last = successRows()
 		case classify.Read:
@@ -59,6 +63,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			if err != nil {
 				return nil, err
 			}
+			e.sessionStatements(st, []classify.Statement{stmt})
 			last = rows
 		default:
 			if txn != nil && wal.Returns(stmt.SQL) {

@@ -308,6 +308,11 @@ func (c *Conn) exchange(ctx context.Context, g wire.Generation, h wire.Header, b
 		return wire.Header{}, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/vnd.duckdb")
+	if g == wire.Q3 && h.ConnectionID != "" {
+		// As DuckDB 2.0's client: a balancer may keep the session's
+		// requests together by it.
+		req.Header.Set("X-Quack-Connection-Id", h.ConnectionID)
+	}
 	for k, v := range c.opts.Header {
 		req.Header[k] = v
 	}

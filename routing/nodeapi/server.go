@@ -111,7 +111,7 @@ func status(c Code) int {
 		return http.StatusForbidden
 	case CodeBadRequest, CodeNoSuchVoter:
 		return http.StatusBadRequest
-	case CodeNoSuchMember:
+	case CodeNoSuchMember, CodeNoSuchSession:
 		return http.StatusNotFound
 	case CodeNotLeader, CodePinned:
 		return http.StatusConflict

@@ -211,6 +211,9 @@ type Daemon struct {
 	// peerTLS is how this node trusts the others when nodes serve HTTPS;
 	// nil when they serve plain HTTP.
 	peerTLS *tls.Config
+	// ids signs this node's session ids, so any member can serve them
+	// (sessions.go).
+	ids *node.SessionIDs
 
 	// Each is nil until opened; a router has no store.
 	db      *engine.DB
@@ -274,6 +277,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, token: token, clusterKey: key, keyFile: keyFile, nodeCred: clusterkey.NodeAPI(key),
+		ids:  node.NewSessionIDs(cfg.ID, clusterkey.SessionID(key)),
 		done: make(chan struct{})}
 	keys, clients, err := d.loadTokens()
 	if err != nil {
@@ -454,6 +458,7 @@ func (d *Daemon) startNode() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
+	handleSessions(mux, exec)
 	creds := d.Credentials()
 	d.statusOf = func() nodeapi.Status { return status(d.store, d.members, exec) }
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
@@ -505,6 +510,7 @@ func (d *Daemon) startRouter() error {
 		return err
 	}
 	mux := http.NewServeMux()
+	handleSessions(mux, exec)
 	d.statusOf = func() nodeapi.Status { return routerStatus(c.ID, d.members, exec) }
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.Credentials(), func(context.Context) (nodeapi.Status, error) {
 		return d.statusOf(), nil
@@ -581,13 +587,16 @@ func (d *Daemon) routingConfig() routing.Config {
 	if remoteToken == "" {
 		remoteToken = d.nodeCred
 	}
+	remote := routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS)
 	return routing.Config{
 		ID:               d.cfg.ID,
 		Directory:        d.members,
 		DB:               d.db,
 		Token:            remoteToken,
 		NodeCredential:   d.nodeCred,
-		Remote:           routing.NewQuackRemote(remoteToken, d.nodeCred, d.peerTLS),
+		Remote:           remote,
+		SessionIDs:       d.ids,
+		SessionAPI:       remote,
 		Consistency:      d.cfg.Consistency,
 		MaxStaleness:     d.cfg.MaxStaleness,
 		StageBytes:       d.cfg.StageBytes,
@@ -656,6 +665,7 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		MinBodyRate:       d.cfg.MinBodyRate,
 		HiddenSchemas:     []string{replication.MetaSchema},
 		ObserveRequest:    d.metrics.observeRequest,
+		Cluster:           d.clusterSessions(),
 		Logger:            d.log,
 	}
 	if authorizer != "" {
@@ -786,6 +796,11 @@ func (d *Daemon) shutdown(graceful bool) error {
 	d.stopBackups()
 	d.stages.stop()
 	var errs []error
+	if d.exec != nil {
+		// The sessions the server ends now stay with the other nodes,
+		// which adopt them: a node that stops takes none with it.
+		d.exec.Leave()
+	}
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())
 	}
