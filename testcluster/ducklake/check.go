@@ -238,10 +238,14 @@ func Check(ctx context.Context, cfg Config, rec *Record) *Report {
 	}
 
 	// Reads.
+	history := newHistory(rec.Events)
 	compare := func(r Read, when string) {
-		want := expected(rec.Events, r.Table, r.At)
-		if !slices.Equal(r.IDs, want) {
-			fail("%s read of %s at snapshot %d saw %s", when, r.Table, r.At, diff(r.IDs, want))
+		if want := history.at(r.Table, r.At); r.Rows != want {
+			detail := fmt.Sprintf("%d rows, want %d", r.Rows.Count, want.Count)
+			if r.IDs != nil {
+				detail = diff(r.IDs, expected(rec.Events, r.Table, r.At))
+			}
+			fail("%s read of %s at snapshot %d saw %s", when, r.Table, r.At, detail)
 		}
 	}
 	for _, r := range rec.Reads {
@@ -306,6 +310,45 @@ func oracleRetry(ctx context.Context, cfg Config, q string) ([][]any, error) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// history is, per table, the landed commits in snapshot order with the
+// digest of the rows up to each.
+type history map[string][]historyStep
+
+type historyStep struct {
+	sid  int64
+	rows digest
+}
+
+func newHistory(events []Event) history {
+	byTable := map[string][]Event{}
+	for _, e := range events {
+		if e.Landed && e.Table != "" {
+			byTable[e.Table] = append(byTable[e.Table], e)
+		}
+	}
+	h := history{}
+	for table, es := range byTable {
+		slices.SortFunc(es, func(a, b Event) int { return int(a.SID - b.SID) })
+		var d digest
+		for _, e := range es {
+			d.add(e.Inserted, 1)
+			d.add(e.Deleted, -1)
+			h[table] = append(h[table], historyStep{e.SID, d})
+		}
+	}
+	return h
+}
+
+// at is the digest of the rows a read of table at snapshot at must see.
+func (h history) at(table string, at int64) digest {
+	steps := h[table]
+	i := sort.Search(len(steps), func(i int) bool { return steps[i].sid > at })
+	if i == 0 {
+		return digest{}
+	}
+	return steps[i-1].rows
 }
 
 // expected is the multiset of rows a read of table at snapshot at must

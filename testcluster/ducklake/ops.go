@@ -453,6 +453,37 @@ type Read struct {
 	At     int64
 	Exists bool // the snapshot was there when the read ended
 	IDs    []int64
+	// Rows is the multiset of IDs in a few bytes, which a run keeps
+	// instead of the IDs.
+	Rows digest
+}
+
+// digest is a multiset of row ids: how many, and the sum of a mix of
+// each (order does not count; a row twice counts twice).
+type digest struct {
+	Count int64
+	Sum   uint64
+}
+
+// mix is splitmix64's finalizer: ids that differ in any bit sum apart.
+func mix(id int64) uint64 {
+	z := uint64(id) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (d *digest) add(ids []int64, sign int64) {
+	for _, id := range ids {
+		d.Count += sign
+		d.Sum += uint64(sign) * mix(id)
+	}
+}
+
+func digestOf(ids []int64) digest {
+	var d digest
+	d.add(ids, 1)
+	return d
 }
 
 // readAt is SELECT * FROM lake.t AT (VERSION => at): the snapshot, the
@@ -524,6 +555,6 @@ func (l *Lake) readAt(ctx context.Context, table string, at int64) (Read, error)
 		r.IDs = append(r.IDs, ids...)
 	}
 	slices.Sort(r.IDs)
-	r.Exists = true
+	r.Rows, r.Exists = digestOf(r.IDs), true
 	return r, nil
 }
