@@ -6,7 +6,7 @@ PKGS    := ./...
 # Packages with concurrency that must stay clean under the race detector.
 RACE_PKGS := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/... ./internal/...
 
-.PHONY: all build run test race vet fuzz fuzz-sql bench chaos upgrade-test clean
+.PHONY: all build run test race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean
 
 all: build
 
@@ -83,6 +83,23 @@ chaos: build
 		$(GO) test -tags $(TAGS) ./testcluster/chaos -run '^TestChaos$$' -count=1 -timeout 30m -v \
 			-args -seed=$$s -duration=$(DURATION) -voters=$(VOTERS) || exit 1; \
 	done
+
+# ducklake is the long DuckLake run (testcluster/ducklake, docs/ducklake.md):
+# DUCKLAKE_COMMITTERS clients commit to a DuckLake catalog on a 3-node
+# cluster, DUCKLAKE_READERS read it at past snapshots, and the leader is
+# SIGKILLed every DUCKLAKE_KILL_EVERY (0: never), until DUCKLAKE_COMMITS
+# commits were acknowledged or DUCKLAKE_DURATION has passed; then the
+# checkers judge the catalog.
+DUCKLAKE_DURATION   ?= 4h
+DUCKLAKE_COMMITS    ?= 10000
+DUCKLAKE_COMMITTERS ?= 4
+DUCKLAKE_READERS    ?= 2
+DUCKLAKE_KILL_EVERY ?= 20s
+ducklake: build
+	$(GO) test -tags $(TAGS) ./testcluster/ducklake -run '^TestDuckLakeLong$$' -count=1 -timeout 0 -v \
+		-args -ducklake.duration=$(DUCKLAKE_DURATION) -ducklake.commits=$(DUCKLAKE_COMMITS) \
+		-ducklake.committers=$(DUCKLAKE_COMMITTERS) -ducklake.readers=$(DUCKLAKE_READERS) \
+		-ducklake.kill-every=$(DUCKLAKE_KILL_EVERY)
 
 # fuzz-sql is the divergence hunter (testcluster/hunter): writes generated
 # from DuckDB's function list, sent to a 3-node cluster, the state hashes

@@ -149,6 +149,9 @@ func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionStat
 		p, req, ok := e.pick(st, level, last, tried)
 		if ok {
 			rows, err := e.readOn(ctx, s, st, p, req, sql)
+			if err == nil {
+				st.saw(e.seen(p))
+			}
 			if err == nil || !retryableRead(err) || ctx.Err() != nil {
 				e.observeRead(level, p.ID, err)
 				return rows, err
@@ -172,6 +175,18 @@ func (e *Executor) readOne(ctx context.Context, s *node.Session, st *sessionStat
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// seen is an index the state a read on p just saw is known to have
+// reached, so that the session's next read sees no older state (monotonic
+// reads): this node's applied index once its own read began, or the index
+// gossip last reported p had applied. The latter is a lower bound: a node
+// that applied more since it gossiped may have shown a newer state.
+func (e *Executor) seen(p Peer) uint64 {
+	if p.ID == e.cfg.ID && !e.cfg.Router {
+		return e.cfg.Store.AppliedIndex()
+	}
+	return p.Applied
 }
 
 // observeRead tells Config.ObserveRead of a read.

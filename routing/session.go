@@ -17,8 +17,9 @@ type sessionState struct {
 
 	mu          sync.Mutex
 	consistency Level
-	// lastIndex is the log index of the session's last write: its reads
-	// run only where that index is applied.
+	// lastIndex is the log index of the session's last write, or of the
+	// newest state one of its reads or transactions is known to have
+	// seen: its reads run only where that index is applied.
 	lastIndex uint64
 	// split is how many nodes a splittable scan is spread over (0: off).
 	split int
@@ -110,6 +111,11 @@ func (st *sessionState) wrote(idx uint64) {
 	st.lastIndex = max(st.lastIndex, idx)
 	st.mu.Unlock()
 }
+
+// saw records that the session has seen the state at idx: a read ran
+// there, or a transaction began when it was committed. Its later reads see
+// at least as much.
+func (st *sessionState) saw(idx uint64) { st.wrote(idx) }
 
 // closeRemotes ends the session's sessions on other nodes.
 func (st *sessionState) closeRemotes() {

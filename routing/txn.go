@@ -11,7 +11,8 @@ import (
 
 // transaction handles BEGIN … COMMIT: writes are collected and applied as
 // one Raft entry at COMMIT, so the transaction commits atomically on every
-// node. Reads inside it see the committed state.
+// node. Reads inside it see the committed state, at least what this node
+// knew to be committed at BEGIN, never the transaction's own writes.
 func (e *Executor) transaction(ctx context.Context, s *node.Session, st *sessionState, stmts []classify.Statement) (node.Rows, error) {
 	var last node.Rows
 	for _, stmt := range stmts {
@@ -26,6 +27,10 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot start a transaction within a transaction")
 			}
 			st.setTxn(&pendingTxn{})
+			// Its reads see what this node knew to be committed when
+			// it began, as a new session's do: DuckLake reads the
+			// newest snapshot right after BEGIN.
+			st.saw(e.cfg.Store.CommitIndex())
 			e.beginTxn(ctx, st)
 			last = successRows()
 		case classify.Commit:
