@@ -749,6 +749,14 @@ var nodeLocalErrors = map[string]bool{
 func nodeLocal(err error) bool {
 	var e *engine.Error
 	if errors.As(err, &e) {
+		// A conflict needs another transaction writing at the same time:
+		// the leader's own checks (routing/analyze runs a CREATE in a
+		// transaction it rolls back) or a snapshot's. The applier is the
+		// only writer of replicated state, so the conflict is this node's
+		// alone, and recording it as the command's failure would diverge.
+		if e.Type == "TransactionContext" && strings.Contains(strings.ToLower(e.Message), "conflict") {
+			return true
+		}
 		return nodeLocalErrors[e.Type]
 	}
 	return errors.Is(err, errTxnBroken) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)

@@ -2,7 +2,6 @@ package ducklake
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,8 +10,6 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-var knownBugs = flag.Bool("ducklake.known-bugs", false, "run the tests of known, unfixed bugs (docs/ducklake.md, Known bugs)")
-
 // TestConcurrentTableCreationKeepsReplicasEqual races DuckLake commits that
 // create a table: each racer of a round writes the same snapshot id and
 // creates the same inlined-data table (CREATE TABLE IF NOT EXISTS
@@ -20,7 +17,7 @@ var knownBugs = flag.Bool("ducklake.known-bugs", false, "run the tests of known,
 // reads), as concurrent CREATE TABLEs in DuckLake do. Only one may land,
 // and every node must end with the same state.
 //
-// It fails today: the leader's analysis of one racer's CREATE (routing/
+// It failed before 2026-12-04 (found by this harness): the leader's analysis of one racer's CREATE (routing/
 // analyze, canonicalCreate) runs it in a transaction it rolls back, on the
 // leader's database, while the applier creates the same table for another
 // racer; the applier's CREATE fails there with DuckDB's "Catalog
@@ -29,11 +26,9 @@ var knownBugs = flag.Bool("ducklake.known-bugs", false, "run the tests of known,
 // applied, and then applies the next racer's instead: the leader's state
 // differs from the followers', the first racer is told its commit failed
 // and the second that its commit landed, the opposite of what the
-// followers hold. Run with -ducklake.known-bugs.
+// followers hold. The applier now takes a conflict for what it is, this
+// node's alone, and retries (replication, nodeLocal).
 func TestConcurrentTableCreationKeepsReplicasEqual(t *testing.T) {
-	if !*knownBugs {
-		t.Skip("a known bug (docs/ducklake.md, Known bugs): run with -ducklake.known-bugs")
-	}
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
