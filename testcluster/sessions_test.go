@@ -267,3 +267,47 @@ func cookie(resp *http.Response, name string) string {
 	}
 	return ""
 }
+
+// TestFrozenHolderGivesUpItsSessions freezes (SIGSTOP) the duckraftd
+// holding a session. The session's next request, through another node,
+// waits only until gossip declares the frozen node dead, and is answered
+// request_lost: the frozen node may still run it when it thaws. The
+// session is then adopted with its settings, and changed there; thawed,
+// the old holder learns of the adoption and hands the session's requests
+// to the new holder rather than answering from its stale copy.
+func TestFrozenHolderGivesUpItsSessions(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitForLeader(t, 30*time.Second)
+	owner, other := c.Nodes[0], c.Nodes[1]
+	b := newBalancer(c)
+	b.point(owner.QuackAddr)
+	conn := connectThrough(t, b, wire.Q1)
+	exec(t, conn, "SET TimeZone = 'America/New_York'")
+
+	owner.Pause()
+	b.point(other.QuackAddr)
+	start := time.Now()
+	wantCode(t, conn, "SELECT 42", node.CodeRequestLost)
+	t.Logf("the request to the frozen holder was given up after %v", time.Since(start).Round(time.Millisecond))
+	if got := scalar(t, conn, "SELECT current_setting('TimeZone')"); got != "America/New_York" {
+		t.Fatalf("TimeZone after the move = %s", got)
+	}
+	exec(t, conn, "SET TimeZone = 'Europe/Paris'")
+
+	owner.Resume()
+	b.point(owner.QuackAddr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := queryString(context.Background(), conn, "SELECT current_setting('TimeZone')")
+		if err == nil && got == "Europe/Paris" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through the thawed holder: %q, %v; want the new holder's Europe/Paris", got, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(owner.Log(), "session dropped: another node adopted it") {
+		t.Errorf("%s did not drop the session it held before it froze", owner.ID)
+	}
+}
