@@ -46,7 +46,7 @@ const (
 )
 
 // ClusterSessions configures a server that is one of a cluster's nodes.
-// Its forwarded requests carry Config.MemberCredential.
+// Its forwarded requests carry Config.MemberCredential, which it needs.
 type ClusterSessions struct {
 	// IDs mints and checks the session ids every member signs.
 	IDs *SessionIDs
@@ -68,9 +68,10 @@ var defaultHopClient = &http.Client{Transport: &http.Transport{
 }}
 
 // migrator is the Executor as a Migrator when the server is a cluster's
-// node; nil otherwise.
+// node; nil otherwise. Without the members' credential no hop could be
+// told from a client's request, and none could be bounded.
 func (s *Server) migrator() Migrator {
-	if s.cfg.Cluster == nil || s.cfg.Cluster.IDs == nil {
+	if s.cfg.Cluster == nil || s.cfg.Cluster.IDs == nil || s.cfg.MemberCredential == "" {
 		return nil
 	}
 	mig, _ := s.cfg.Executor.(Migrator)

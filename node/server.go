@@ -185,10 +185,10 @@ type Config struct {
 	// IdleTimeout ends Q1 sessions that sent nothing for this long (Q1
 	// clients have no heartbeat); Q3 sessions use their own lease.
 	IdleTimeout time.Duration
-	// Cluster, when set, makes the server one of a cluster's nodes: its
-	// session ids are signed, and a request for a session another node
-	// holds is served there (forward.go, adopt.go), if the Executor is a
-	// Migrator.
+	// Cluster, when set with MemberCredential, makes the server one of a
+	// cluster's nodes: its session ids are signed, and a request for a
+	// session another node holds is served there (forward.go, adopt.go),
+	// if the Executor is a Migrator.
 	Cluster *ClusterSessions
 	// HiddenSchemas are left out of the catalog an attaching client loads.
 	HiddenSchemas []string
