@@ -325,8 +325,14 @@ func (m *migrator) receive(p nodeapi.SessionPush) {
 	}
 	var superseded []takeover
 	m.mu.Lock()
-	if p.From != "" && p.FromBoot != 0 {
+	if p.From != "" && p.FromBoot != 0 && m.boots[p.From] != p.FromBoot {
+		// A node new, or running anew: the copies of its earlier run's
+		// sessions, and those of every other gone holder, go to it now,
+		// so that they outlive this node too.
 		m.boots[p.From] = p.FromBoot
+		if pu := m.pushers[p.From]; pu != nil {
+			defer pu.syncSoon(0)
+		}
 	}
 	for _, s := range p.Sessions {
 		if st := m.held[s.ID]; st != nil {

@@ -80,6 +80,22 @@ func (p *pusher) take() (batch []nodeapi.SessionState, dones []chan error, full 
 	return batch, dones, full
 }
 
+// pushRetry is how long a pusher waits to send a full sync after a push
+// failed.
+const pushRetry = time.Second
+
+// syncSoon has the pusher send a full sync after d (at once for 0).
+func (p *pusher) syncSoon(d time.Duration) {
+	p.lock()
+	p.full = true
+	p.unlock()
+	if d == 0 {
+		p.poke()
+		return
+	}
+	time.AfterFunc(d, p.poke)
+}
+
 // errPusherStopped ends the waits of states queued for a node that left.
 var errPusherStopped = errors.New("the node left")
 
@@ -116,11 +132,13 @@ func (p *pusher) run() {
 				}
 				batch = append(p.m.syncStates(), ended...)
 			}
-			if len(batch) == 0 {
+			if len(batch) == 0 && !full {
 				break
 			}
+			// A full sync is sent even with nothing in it: it tells the
+			// node this one's run (SessionPush.FromBoot).
 			var err error
-			for len(batch) > 0 && err == nil {
+			for first := true; (first || len(batch) > 0) && err == nil; first = false {
 				n, size := 0, 0
 				for n < len(batch) && n < pushBatch && (n == 0 || size+batch[n].Size() <= pushBytes) {
 					size += batch[n].Size()
@@ -131,9 +149,7 @@ func (p *pusher) run() {
 			}
 			if err != nil {
 				p.m.log.Debug("session push failed", "node", p.peer, "err", err)
-				p.lock()
-				p.full = true
-				p.unlock()
+				p.syncSoon(pushRetry)
 			}
 			for _, d := range dones {
 				d <- err
