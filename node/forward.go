@@ -164,14 +164,16 @@ func (s *Server) elsewhere(ctx context.Context, h wire.Header) (*Session, *respo
 			hops = MaxHops
 		}
 	}
-	loc, err := mig.Locate(ctx, c, hops, "")
+	mctx, cancel := moveContext(ctx)
+	defer cancel()
+	loc, err := mig.Locate(mctx, c, hops, "")
 	if err != nil {
 		resp := failureIn(c.Gen, err)
 		return nil, &resp
 	}
 	if loc.Adopt {
 		client, _ := ctx.Value(clientKey{}).(string)
-		if err := s.adopt(ctx, mig, c, loc, client); err != nil {
+		if err := s.adopt(mctx, mig, c, loc, client); err != nil {
 			resp := failureIn(c.Gen, err)
 			return nil, &resp
 		}
@@ -182,6 +184,18 @@ func (s *Server) elsewhere(ctx context.Context, h wire.Header) (*Session, *respo
 		return nil, &resp
 	}
 	return nil, &response{gen: c.Gen, away: &away{claims: c, hops: hops, loc: loc}}
+}
+
+// moveTimeout bounds locating a session and adopting it.
+const moveTimeout = 30 * time.Second
+
+// moveContext is the context in which a session is located and adopted:
+// the request's values, but not its end. A client that drops the request
+// meanwhile (a FETCH read ahead that is no longer wanted) must not leave
+// the session half adopted, or adopted from an older copy because the
+// nodes were not asked for a newer one.
+func moveContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
 }
 
 // failureIn is the ERROR_RESPONSE for err in generation g.
@@ -207,7 +221,10 @@ func (s *Server) serveElsewhere(ctx context.Context, w http.ResponseWriter, in *
 	for range MaxHops + 1 {
 		if loc.Adopt {
 			client, _ := ctx.Value(clientKey{}).(string)
-			if err := s.adopt(ctx, mig, a.claims, loc, client); err != nil {
+			mctx, cancel := moveContext(ctx)
+			err := s.adopt(mctx, mig, a.claims, loc, client)
+			cancel()
+			if err != nil {
 				return failureIn(a.claims.Gen, err), false
 			}
 			return s.serveAdopted(ctx, in, h), false
@@ -230,7 +247,10 @@ func (s *Server) serveElsewhere(ctx context.Context, w http.ResponseWriter, in *
 			s.log.Warn("forward failed after the request reached the node", "session", a.claims.ID, "node", loc.Node, "err", err)
 			return failureIn(a.claims.Gen, &LostError{Code: CodeRequestLost, Node: loc.Node}), false
 		}
-		if loc, err = mig.Locate(ctx, a.claims, a.hops, unreachable); err != nil {
+		mctx, cancel := moveContext(ctx)
+		loc, err = mig.Locate(mctx, a.claims, a.hops, unreachable)
+		cancel()
+		if err != nil {
 			return failureIn(a.claims.Gen, err), false
 		}
 	}

@@ -435,13 +435,15 @@ func (m *migrator) keep(s nodeapi.SessionState) {
 }
 
 // lookup asks every other live data node for session id's state and
-// returns the newest.
-func (m *migrator) lookup(ctx context.Context, id string) (nodeapi.SessionState, bool) {
+// returns the newest; complete is set when every node asked answered
+// (with a state or without).
+func (m *migrator) lookup(ctx context.Context, id string) (best nodeapi.SessionState, found, complete bool) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	type answer struct {
-		s  nodeapi.SessionState
-		ok bool
+		s      nodeapi.SessionState
+		ok     bool
+		failed bool
 	}
 	var asked int
 	answers := make(chan answer, 16)
@@ -455,18 +457,20 @@ func (m *migrator) lookup(ctx context.Context, id string) (nodeapi.SessionState,
 			if err != nil {
 				m.log.Debug("session lookup failed", "session", id, "node", p.ID, "err", err)
 			}
-			answers <- answer{s, ok}
+			answers <- answer{s, ok, err != nil}
 		}()
 	}
-	var best nodeapi.SessionState
-	found := false
+	complete = true
 	for range asked {
 		a := <-answers
+		if a.failed {
+			complete = false
+		}
 		if a.ok && (!found || a.s.Newer(best)) {
 			best, found = a.s, true
 		}
 	}
-	return best, found
+	return best, found, complete
 }
 
 func (m *migrator) suspected(id string) bool {
@@ -524,7 +528,7 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 	}
 	self := m.ids.Node()
 	best, ok := m.copyOf(c.ID)
-	looked := false
+	looked, complete := false, false
 	for {
 		holder, boot := c.Owner, c.Boot
 		if ok {
@@ -554,6 +558,12 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 			if adopter != "" && adopter != self && hops == 0 {
 				return node.Locus{Node: adopter, Addr: addr}, nil
 			}
+			if !complete {
+				// A node that did not answer may hold a newer state (an
+				// open transaction): adopting an older one could apply
+				// on their own statements the client meant to be in it.
+				return node.Locus{}, &node.LostError{Code: node.CodeSessionMoving, Node: holder}
+			}
 			if !ok {
 				m.log.Info("session lost: no node holds its state", "session", c.ID, "holder", holder)
 				return node.Locus{}, &node.LostError{Code: node.CodeSessionLost, Node: holder}
@@ -561,7 +571,9 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 			return node.Locus{Adopt: true, Credential: best.Credential, Lease: best.LeaseDuration(), From: holder, State: best}, nil
 		}
 		looked = true
-		if s, found := m.lookup(ctx, c.ID); found && (!ok || s.Newer(best)) {
+		s, found, all := m.lookup(ctx, c.ID)
+		complete = all
+		if found && (!ok || s.Newer(best)) {
 			best, ok = s, true
 			m.keep(s)
 		}
