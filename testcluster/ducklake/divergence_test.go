@@ -52,6 +52,9 @@ func TestConcurrentTableCreationKeepsReplicasEqual(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup.Close()
+	// A new session on a follower starts at what that node knows to be
+	// committed, which trails the leader by up to a heartbeat.
+	c.WaitConverged(t, time.Minute)
 	var conns [4]*Quack
 	for i := range conns {
 		if conns[i], err = DialQuack(ctx, addrs[i%2], testcluster.Token); err != nil {

@@ -37,6 +37,9 @@ func TestSnapshotRaceOneWinner(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup.Close()
+	// A new session on a follower starts at what that node knows to be
+	// committed, which trails the leader by up to a heartbeat.
+	c.WaitConverged(t, time.Minute)
 
 	modes := []Mode{Autocommit, Transactional, TransactionalOneText}
 	round := int64(0)
