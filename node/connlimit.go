@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/duckraft/duckraft/internal/hostlog"
 )
 
 // DefaultMaxConnsPerClient is the most TCP connections one address may hold
@@ -121,62 +123,22 @@ func (c *limitedConn) CloseWrite() error {
 	return nil
 }
 
-// refusalLog logs refused connections at most once per interval per
-// address, with the count of refusals it did not log, so that a client
-// that keeps trying cannot flood the log.
+// refusalLog logs refused connections at most once a minute per address,
+// with the count of refusals it did not log, so that a client that keeps
+// trying cannot flood the log.
 type refusalLog struct {
 	log      *slog.Logger
-	interval time.Duration
-
-	mu   sync.Mutex
-	seen map[string]*refusals
+	throttle *hostlog.Throttle
 }
-
-type refusals struct {
-	logged     time.Time
-	suppressed int
-}
-
-// maxRefusalHosts bounds the addresses a refusalLog remembers; past it, the
-// entries older than the interval are forgotten.
-const maxRefusalHosts = 4096
 
 func newRefusalLog(log *slog.Logger, interval time.Duration) *refusalLog {
-	return &refusalLog{log: log, interval: interval, seen: make(map[string]*refusals)}
+	return &refusalLog{log: log, throttle: hostlog.New(interval)}
 }
 
 // refuse records that a connection from host was refused, and logs it
-// unless host was logged within the interval. Past maxRefusalHosts
-// addresses logged within the interval (a client with many addresses),
-// the others share one entry.
+// unless host was logged within the interval.
 func (r *refusalLog) refuse(host, reason string, limit int) {
-	now := time.Now()
-	r.mu.Lock()
-	if _, ok := r.seen[host]; !ok && len(r.seen) >= maxRefusalHosts {
-		for h, old := range r.seen {
-			if now.Sub(old.logged) >= r.interval {
-				delete(r.seen, h)
-			}
-		}
-		if len(r.seen) >= maxRefusalHosts {
-			host = otherHosts
-		}
+	if suppressed, ok := r.throttle.Allow(host); ok {
+		r.log.Warn("connection refused", "client", host, "reason", reason, "limit", limit, "refused_unlogged", suppressed)
 	}
-	e := r.seen[host]
-	if e != nil && now.Sub(e.logged) < r.interval {
-		e.suppressed++
-		r.mu.Unlock()
-		return
-	}
-	suppressed := 0
-	if e != nil {
-		suppressed = e.suppressed
-	}
-	r.seen[host] = &refusals{logged: now}
-	r.mu.Unlock()
-	r.log.Warn("connection refused", "client", host, "reason", reason, "limit", limit, "refused_unlogged", suppressed)
 }
-
-// otherHosts is the entry of the addresses a full refusalLog does not tell
-// apart.
-const otherHosts = "other addresses"

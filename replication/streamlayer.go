@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/duckraft/duckraft/internal/hostlog"
 )
 
 // errLayerClosed is what Accept returns once the stream layer is closed.
@@ -179,23 +181,11 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 // trying cannot flood the log.
 type refusalLog struct {
 	log      *slog.Logger
-	interval time.Duration
-
-	mu   sync.Mutex
-	seen map[string]*refusals
+	throttle *hostlog.Throttle
 }
-
-type refusals struct {
-	logged     time.Time
-	suppressed int
-}
-
-// maxRefusalHosts bounds the hosts a refusalLog remembers; past it, the
-// entries older than the interval are forgotten.
-const maxRefusalHosts = 4096
 
 func newRefusalLog(log *slog.Logger, interval time.Duration) *refusalLog {
-	return &refusalLog{log: log, interval: interval, seen: make(map[string]*refusals)}
+	return &refusalLog{log: log, throttle: hostlog.New(interval)}
 }
 
 // refuse records that the peer at addr (host:port, or any name of the
@@ -206,28 +196,7 @@ func (r *refusalLog) refuse(addr string, err error) {
 	if h, _, serr := net.SplitHostPort(addr); serr == nil {
 		host = h
 	}
-	now := time.Now()
-	r.mu.Lock()
-	e := r.seen[host]
-	if e != nil && now.Sub(e.logged) < r.interval {
-		e.suppressed++
-		r.mu.Unlock()
-		return
+	if suppressed, ok := r.throttle.Allow(host); ok {
+		r.log.Warn("raft peer refused", "remote", addr, "err", err, "refused_since_last_logged", suppressed)
 	}
-	if len(r.seen) >= maxRefusalHosts {
-		for h, old := range r.seen {
-			if now.Sub(old.logged) >= r.interval {
-				delete(r.seen, h)
-			}
-		}
-	}
-	suppressed := 0
-	if e != nil {
-		suppressed = e.suppressed
-	}
-	if e != nil || len(r.seen) < maxRefusalHosts {
-		r.seen[host] = &refusals{logged: now}
-	}
-	r.mu.Unlock()
-	r.log.Warn("raft peer refused", "remote", addr, "err", err, "refused_since_last_logged", suppressed)
 }
