@@ -414,12 +414,7 @@ func (s *stmt) generatesWithSequence(v int) bool {
 // funcName is the lower-case name a word or quoted identifier gives a
 // function: DuckDB resolves "random"() and "RANDOM"() to random, as it
 // looks functions up case-insensitively.
-func funcName(t Token) string {
-	if t.Kind == TokQuotedIdent && len(t.Text) >= 2 && strings.HasSuffix(t.Text, `"`) {
-		return strings.ToLower(strings.ReplaceAll(t.Text[1:len(t.Text)-1], `""`, `"`))
-	}
-	return strings.ToLower(t.Text)
-}
+func funcName(t Token) string { return strings.ToLower(t.Name()) }
 
 // call records what identifier k (a word or a quoted identifier) is, when
 // it is a function call or a clock keyword.

@@ -71,6 +71,34 @@ func (t Token) IsPunct(c byte) bool {
 	return t.Kind == TokPunct && t.Text[0] == c
 }
 
+// Name is the name a word or a quoted identifier gives: a quoted one
+// without its quotes and with "" read as ", any other token as it is
+// written. Case is kept: DuckDB compares names case-insensitively.
+func (t Token) Name() string {
+	if t.Kind == TokQuotedIdent && len(t.Text) >= 2 && strings.HasSuffix(t.Text, `"`) {
+		return strings.ReplaceAll(t.Text[1:len(t.Text)-1], `""`, `"`)
+	}
+	return t.Text
+}
+
+// Closing returns the index in sig of the parenthesis that closes
+// sig[open], or -1 when none does.
+func Closing(sig []Token, open int) int {
+	depth := 0
+	for k := open; k < len(sig); k++ {
+		switch {
+		case sig[k].IsPunct('('):
+			depth++
+		case sig[k].IsPunct(')'):
+			depth--
+			if depth == 0 {
+				return k
+			}
+		}
+	}
+	return -1
+}
+
 // Lex splits sql into tokens whose texts concatenate back to sql exactly. It
 // never fails to cover the input: an unterminated string, quoted identifier
 // or block comment becomes one token running to the end, and the error (which

@@ -146,3 +146,34 @@ func TestSignificantTokens(t *testing.T) {
 		t.Errorf("SignificantTokens(nil) = %v", sig)
 	}
 }
+
+func TestTokenName(t *testing.T) {
+	for _, c := range []struct{ sql, want string }{
+		{`Foo`, `Foo`},
+		{`"Foo"`, `Foo`},
+		{`"a""b"`, `a"b`},
+		{`"a"""`, `a"`},
+	} {
+		toks, err := Lex(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := toks[0].Name(); got != c.want {
+			t.Errorf("Name of %s = %q, want %q", c.sql, got, c.want)
+		}
+	}
+}
+
+func TestClosing(t *testing.T) {
+	toks, err := Lex("f(a, g(b), (c)) d (e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := SignificantTokens(toks)
+	if got := Closing(sig, 1); got == -1 || sig[got].Pos != len("f(a, g(b), (c)") {
+		t.Errorf("Closing of the first ( = %d", got)
+	}
+	if got := Closing(sig, len(sig)-2); got != -1 {
+		t.Errorf("Closing of an unclosed ( = %d, want -1", got)
+	}
+}

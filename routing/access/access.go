@@ -148,7 +148,7 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 		t := sig[k]
 		switch t.Kind {
 		case wal.TokIdent, wal.TokQuotedIdent:
-			n.Identifiers = append(n.Identifiers, identName(t))
+			n.Identifiers = append(n.Identifiers, t.Name())
 			if k+1 < len(sig) && sig[k+1].IsPunct('(') {
 				if err := inspectCall(sig, k, n, depth); err != nil {
 					return err
@@ -156,8 +156,8 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 			}
 			// DuckDB reads a quoted name in table position as a file
 			// when it looks like one ("dir/x.csv").
-			if t.Kind == wal.TokQuotedIdent && tables[k] && strings.ContainsRune(identName(t), '/') {
-				n.Paths = append(n.Paths, identName(t))
+			if t.Kind == wal.TokQuotedIdent && tables[k] && strings.ContainsRune(t.Name(), '/') {
+				n.Paths = append(n.Paths, t.Name())
 			}
 		case wal.TokString:
 			s, next := joinedString(sig, k)
@@ -202,8 +202,8 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 				n.Paths = append(n.Paths, s)
 				n.Strings = append(n.Strings, s)
 				k = next - 1
-			case sig[k].Kind == wal.TokQuotedIdent && strings.ContainsRune(identName(sig[k]), '/'):
-				n.Paths = append(n.Paths, identName(sig[k]))
+			case sig[k].Kind == wal.TokQuotedIdent && strings.ContainsRune(sig[k].Name(), '/'):
+				n.Paths = append(n.Paths, sig[k].Name())
 			}
 		}
 	}
@@ -220,7 +220,7 @@ func explained(sig []wal.Token) []wal.Token {
 	if k < len(sig) && (sig[k].Is("analyze") || sig[k].Is("analyse")) {
 		k++
 	} else if k < len(sig) && sig[k].IsPunct('(') {
-		if end := closing(sig, k); end > 0 {
+		if end := wal.Closing(sig, k); end > 0 {
 			k = end + 1
 		}
 	}
@@ -287,7 +287,7 @@ var clauseWords = map[string]bool{
 // inspectCall judges the call at sig[k] (a name followed by a
 // parenthesis): the names, queries and files its arguments give.
 func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
-	name := strings.ToLower(identName(sig[k]))
+	name := strings.ToLower(sig[k].Name())
 	file, named := isFileFunction(name), nameFunctions[name]
 	if opaqueFunctions[name] {
 		n.Computed = firstNonEmpty(n.Computed, name+"()")
@@ -296,7 +296,7 @@ func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
 	if !file && !named {
 		return nil
 	}
-	end := closing(sig, k+1)
+	end := wal.Closing(sig, k+1)
 	if end < 0 {
 		end = len(sig)
 	}
@@ -354,10 +354,10 @@ func inspectSetting(sig []wal.Token, n *Names) {
 	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local") || sig[k].Is("global")) {
 		k++
 	}
-	if k >= len(sig) || !namedSettings[strings.ToLower(identName(sig[k]))] {
+	if k >= len(sig) || !namedSettings[strings.ToLower(sig[k].Name())] {
 		return
 	}
-	setting := strings.ToLower(identName(sig[k]))
+	setting := strings.ToLower(sig[k].Name())
 	k++
 	if k < len(sig) && (sig[k].Is("to") || sig[k].Kind == wal.TokOp && sig[k].Text == "=") {
 		k++
@@ -591,31 +591,6 @@ func unescape(body string) (string, bool) {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-// identName is the name a word or quoted identifier gives, quotes removed.
-func identName(t wal.Token) string {
-	if t.Kind == wal.TokQuotedIdent && len(t.Text) >= 2 && strings.HasSuffix(t.Text, `"`) {
-		return strings.ReplaceAll(t.Text[1:len(t.Text)-1], `""`, `"`)
-	}
-	return t.Text
-}
-
-// closing returns the index of the parenthesis closing sig[open], or -1.
-func closing(sig []wal.Token, open int) int {
-	depth := 0
-	for k := open; k < len(sig); k++ {
-		switch {
-		case sig[k].IsPunct('('):
-			depth++
-		case sig[k].IsPunct(')'):
-			depth--
-			if depth == 0 {
-				return k
-			}
-		}
-	}
-	return -1
 }
 
 func firstNonEmpty(a, b string) string {

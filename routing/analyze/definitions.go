@@ -203,7 +203,7 @@ func callsAgeToday(sql string) bool {
 		if !sig[k+1].IsPunct('(') || (t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent) {
 			continue
 		}
-		if name := strings.ToLower(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`)); name != "age" {
+		if name := strings.ToLower(t.Name()); name != "age" {
 			continue
 		}
 		depth, args := 0, 0
@@ -256,7 +256,7 @@ func macroCandidates(sql string) []string {
 				continue
 			}
 		case wal.TokQuotedIdent:
-			name = strings.ToLower(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`))
+			name = strings.ToLower(t.Name())
 		default:
 			continue
 		}
@@ -287,7 +287,7 @@ func viewWords(sql string) []string {
 		case t.Kind == wal.TokIdent:
 			name = strings.ToLower(t.Text)
 		case t.Kind == wal.TokQuotedIdent:
-			name = strings.ToLower(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`))
+			name = strings.ToLower(t.Name())
 		default:
 			continue
 		}

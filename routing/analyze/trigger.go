@@ -157,7 +157,7 @@ func names(sql, name string) bool {
 				return true
 			}
 		case wal.TokQuotedIdent:
-			if strings.EqualFold(strings.ReplaceAll(strings.Trim(t.Text, `"`), `""`, `"`), name) {
+			if strings.EqualFold(t.Name(), name) {
 				return true
 			}
 		}

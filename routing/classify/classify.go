@@ -217,7 +217,7 @@ func explainTarget(sig []wal.Token, v int) (int, bool) {
 	if k >= len(sig) || !sig[k].IsPunct('(') {
 		return k, false
 	}
-	end := closing(sig, k)
+	end := wal.Closing(sig, k)
 	if end < 0 {
 		return len(sig), true
 	}

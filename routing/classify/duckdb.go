@@ -299,7 +299,7 @@ func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string
 			return lexed
 		}
 		if len(sig) > 1 && sig[1].IsPunct('(') {
-			if end := closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != Read {
+			if end := wal.Closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != Read {
 				return Write
 			}
 		}
@@ -318,21 +318,4 @@ func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string
 		return Write
 	}
 	return lexed
-}
-
-// closing returns the index of the parenthesis closing sig[open], or -1.
-func closing(sig []wal.Token, open int) int {
-	depth := 0
-	for k := open; k < len(sig); k++ {
-		switch {
-		case sig[k].IsPunct('('):
-			depth++
-		case sig[k].IsPunct(')'):
-			depth--
-			if depth == 0 {
-				return k
-			}
-		}
-	}
-	return -1
 }
