@@ -152,29 +152,35 @@ http {
 }
 `
 
-// ensureNginx returns the nginx binary, installing Debian's package when
-// it is missing. Only a machine where apt cannot install it skips the test,
-// loudly.
+// ensureNginx returns the nginx binary (ensureDebian).
 func ensureNginx(t *testing.T) string {
 	t.Helper()
+	return ensureDebian(t, "nginx")
+}
+
+// ensureDebian returns the binary of Debian package pkg, which installs a
+// binary of its name, installing the package when it is missing. Only a
+// machine where apt cannot install it skips the test, loudly.
+func ensureDebian(t *testing.T, pkg string) string {
+	t.Helper()
 	find := func() string {
-		if p, err := execpkg.LookPath("nginx"); err == nil {
+		if p, err := execpkg.LookPath(pkg); err == nil {
 			return p
 		}
-		if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-			return "/usr/sbin/nginx"
+		if _, err := os.Stat("/usr/sbin/" + pkg); err == nil {
+			return "/usr/sbin/" + pkg
 		}
 		return ""
 	}
 	if p := find(); p != "" {
 		return p
 	}
-	out, err := execpkg.Command("../scripts/ensure-deb.sh", "nginx").CombinedOutput()
+	out, err := execpkg.Command("../scripts/ensure-deb.sh", pkg).CombinedOutput()
 	if p := find(); p != "" {
 		return p
 	}
-	t.Skipf("SKIPPED: nginx is not installed and apt-get could not install it (%v):\n%s\n"+
-		"the TLS proxy test did not run; install nginx (apt-get install -y nginx) to run it", err, out)
+	t.Skipf("SKIPPED: %s is not installed and apt-get could not install it (%v):\n%s\n"+
+		"the test did not run; install it (apt-get install -y %s) to run it", pkg, err, out, pkg)
 	return ""
 }
 

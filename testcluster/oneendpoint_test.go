@@ -153,30 +153,10 @@ func writeFile(t *testing.T, dir, name, content string) {
 	}
 }
 
-// ensureHAProxy returns the haproxy binary, installing Debian's package
-// when it is missing; only where apt cannot install it does the test
-// skip, loudly.
+// ensureHAProxy returns the haproxy binary (ensureDebian).
 func ensureHAProxy(t *testing.T) string {
 	t.Helper()
-	find := func() string {
-		if p, err := execpkg.LookPath("haproxy"); err == nil {
-			return p
-		}
-		if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
-			return "/usr/sbin/haproxy"
-		}
-		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	out, err := execpkg.Command("../scripts/ensure-deb.sh", "haproxy").CombinedOutput()
-	if p := find(); p != "" {
-		return p
-	}
-	t.Skipf("SKIPPED: haproxy is not installed and apt-get could not install it (%v):\n%s\n"+
-		"the HAProxy test did not run; install haproxy (apt-get install -y haproxy) to run it", err, out)
-	return ""
+	return ensureDebian(t, "haproxy")
 }
 
 // startHAProxy runs haproxy in the foreground with dir/haproxy.cfg until
