@@ -29,29 +29,12 @@ import (
 // followers hold. The applier now takes a conflict for what it is, this
 // node's alone, and retries (replication, nodeLocal).
 func TestConcurrentTableCreationKeepsReplicasEqual(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	leader := c.WaitForLeader(t, 20*time.Second)
-	addrs := []string{leader.QuackAddr, c.Others(leader)[0].QuackAddr}
-	data, err := OpenData(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer data.Close()
-	setup, err := DialQuack(ctx, addrs[0], testcluster.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewLake(setup, Autocommit, data, DefaultRetry, nil).Attach(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	setup.Close()
-	// A new session on a follower starts at what that node knows to be
-	// committed, which trails the leader by up to a heartbeat.
-	c.WaitConverged(t, time.Minute)
+	c, addrs := raceCluster(ctx, t, Autocommit)
 	var conns [4]*Quack
 	for i := range conns {
+		var err error
 		if conns[i], err = DialQuack(ctx, addrs[i%2], testcluster.Token); err != nil {
 			t.Fatal(err)
 		}

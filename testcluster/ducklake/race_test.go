@@ -19,27 +19,9 @@ func TestSnapshotRaceOneWinner(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	leader := c.WaitForLeader(t, 20*time.Second)
-	addrs := []string{leader.QuackAddr, c.Others(leader)[0].QuackAddr}
-	data, err := OpenData(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer data.Close()
-	setup, err := DialQuack(ctx, addrs[0], testcluster.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewLake(setup, Transactional, data, DefaultRetry, nil).Attach(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	setup.Close()
-	// A new session on a follower starts at what that node knows to be
-	// committed, which trails the leader by up to a heartbeat.
-	c.WaitConverged(t, time.Minute)
+	c, addrs := raceCluster(ctx, t, Transactional)
 
 	modes := []Mode{Autocommit, Transactional, TransactionalOneText}
 	round := int64(0)
@@ -125,4 +107,31 @@ func racePair(t *testing.T, ctx context.Context, addrs []string, modes [2]Mode, 
 	case len(meta) != 1 || asString(meta[0][0]) != fmt.Sprintf("client %d", won):
 		t.Errorf("round %d (%v): the winner's other rows are %v, want client %d's alone", round, modes, meta, won)
 	}
+}
+
+// raceCluster starts a 3-node cluster, creates a lake in mode through its
+// leader and waits until every node has it. It returns the cluster and the
+// Quack addresses of the leader and of a follower.
+func raceCluster(ctx context.Context, t *testing.T, mode Mode) (*testcluster.Cluster, []string) {
+	t.Helper()
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitForLeader(t, 20*time.Second)
+	addrs := []string{leader.QuackAddr, c.Others(leader)[0].QuackAddr}
+	data, err := OpenData(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { data.Close() })
+	setup, err := DialQuack(ctx, addrs[0], testcluster.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLake(setup, mode, data, DefaultRetry, nil).Attach(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
+	// A new session on a follower starts at what that node knows to be
+	// committed, which trails the leader by up to a heartbeat.
+	c.WaitConverged(t, time.Minute)
+	return c, addrs
 }
