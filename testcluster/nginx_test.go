@@ -190,27 +190,7 @@ func ensureDebian(t *testing.T, pkg string) string {
 func startNginx(t *testing.T, bin, dir, addr string) {
 	t.Helper()
 	cmd := execpkg.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
-	// Its own process group, so that its worker goes with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start nginx: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
+	out, exited := startGroup(t, cmd, "nginx")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
@@ -228,6 +208,38 @@ func startNginx(t *testing.T, bin, dir, addr string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startGroup starts cmd in a process group of its own, so that its workers
+// go with it, and stops the group when the test ends: SIGTERM, then SIGKILL
+// after 15 s. It returns what cmd prints, which a failed test logs, and a
+// channel closed when cmd exits.
+func startGroup(t *testing.T, cmd *execpkg.Cmd, name string) (*lockedBuilder, <-chan struct{}) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lockedBuilder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("--- %s ---\n%s", name, out.String())
+		}
+	})
+	return out, exited
 }
 
 // selfSignedCert writes cert.pem and key.pem to dir, a certificate for
