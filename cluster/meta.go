@@ -65,6 +65,12 @@ type Meta struct {
 	// the entries, so no node stages a transaction unless every live data
 	// node sets it. A flag bit: older decoders ignore bits they do not know.
 	Staging bool
+	// CompressedSnapshots is set by builds that read snapshots whose row
+	// chunks are zstd-compressed frames (replication's frameZstd). An
+	// older build refuses such a snapshot as an unknown frame, so a node
+	// compresses its snapshots only while every server of the Raft
+	// configuration sets it. A flag bit, as Staging.
+	CompressedSnapshots bool
 }
 
 const (
@@ -72,6 +78,8 @@ const (
 	flagReplica = 1 << 1
 	flagLeaving = 1 << 2
 	flagStaging = 1 << 3
+	// flagCompressedSnapshots is Meta.CompressedSnapshots.
+	flagCompressedSnapshots = 1 << 4
 )
 
 // Encode returns the compact binary form of m: version, flags, applied index and load as
@@ -88,6 +96,9 @@ func (m Meta) Encode() ([]byte, error) {
 	}
 	if m.Staging {
 		flags |= flagStaging
+	}
+	if m.CompressedSnapshots {
+		flags |= flagCompressedSnapshots
 	}
 	switch m.Role {
 	case RoleVoter:
@@ -122,6 +133,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.Leader = flags&flagLeader != 0
 	m.Leaving = flags&flagLeaving != 0
 	m.Staging = flags&flagStaging != 0
+	m.CompressedSnapshots = flags&flagCompressedSnapshots != 0
 	if flags&flagReplica != 0 {
 		m.Role = RoleReplica
 	}

@@ -13,7 +13,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		meta Meta
 	}{
 		{"zero", Meta{}},
-		{"voter", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", AppliedIndex: 12345, Load: 7, Engine: "v2.0.0", Staging: true}},
+		{"voter", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", AppliedIndex: 12345, Load: 7, Engine: "v2.0.0", Staging: true, CompressedSnapshots: true}},
 		{"replica leader leaving", Meta{ID: "n2", Role: RoleReplica, Leader: true, Leaving: true, LeaderID: "n2", AppliedIndex: math.MaxUint64, Load: math.MaxUint64}},
 		{"ipv6", Meta{ID: "node-ü", RaftAddr: "[::1]:9505", QuackAddr: "[fe80::1%eth0]:9504", LeaderID: "n1"}},
 		{"largest", Meta{ID: strings.Repeat("i", 100), RaftAddr: strings.Repeat("r", 120), QuackAddr: strings.Repeat("q", 120), LeaderID: strings.Repeat("l", 100), AppliedIndex: math.MaxUint64}},

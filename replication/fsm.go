@@ -69,6 +69,10 @@ type fsm struct {
 	// covered, once the store sets it, reports that the newest snapshot
 	// already covers every entry raft applied (see Snapshot).
 	covered func() bool
+	// compress, once the store sets it, reports whether snapshots may
+	// compress their frames (Config.ReadsCompressedSnapshots); nil always
+	// compresses.
+	compress func() bool
 
 	// applyMu is held while an entry is applied or a snapshot restored,
 	// so that a backup can pin its view between two entries from outside
@@ -780,6 +784,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	snap, err := pinSnapshot(f.db, f.pins, f.log)
 	if err == nil {
 		snap.observe = f.observeSnapshot
+		snap.compress = f.compress == nil || f.compress()
 	}
 	return snap, err
 }

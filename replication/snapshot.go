@@ -64,6 +64,9 @@ type fsmSnapshot struct {
 	log     *slog.Logger
 	// observe is the fsm's observeSnapshot; nil tells nobody.
 	observe func(time.Duration, int64, error)
+	// compress says Persist may compress frames: every server of the
+	// configuration reads them.
+	compress bool
 }
 
 // pinSnapshot opens a connection with the applier's settings (pins) and a
@@ -120,7 +123,7 @@ func pinOn(conn *engine.Conn, log *slog.Logger) (*fsmSnapshot, error) {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
 	counted := &countingWriter{w: sink}
-	w := &frameWriter{w: bufio.NewWriterSize(counted, 1<<20), compress: true}
+	w := &frameWriter{w: bufio.NewWriterSize(counted, 1<<20), compress: s.compress}
 	err := s.write(w)
 	if err == nil {
 		err = w.w.Flush()

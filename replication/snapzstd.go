@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hashicorp/raft"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -112,4 +113,16 @@ func (r *frameReader) decompress(payload []byte) (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: frame %d: compressed frame holds %d bytes, declared %d", ErrSnapshotCorrupt, r.frames-1, len(out), size)
 	}
 	return kind, out, nil
+}
+
+// everyServerReads reports whether every server of a Raft configuration
+// reads compressed snapshot frames (reads): a snapshot may be sent to any
+// of them. An empty configuration, not yet known, compresses nothing.
+func everyServerReads(servers []raft.Server, reads func(id string) bool) bool {
+	for _, srv := range servers {
+		if !reads(string(srv.ID)) {
+			return false
+		}
+	}
+	return len(servers) > 0
 }

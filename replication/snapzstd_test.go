@@ -400,3 +400,56 @@ func BenchmarkSnapshotPersist(b *testing.B) {
 		})
 	}
 }
+
+// TestSnapshotCompressesOnlyWhereEveryServerReads: while a server of the
+// configuration cannot read compressed frames (an older build, as gossip
+// says), Persist writes plain frames only, which every build restores;
+// once all can, it compresses.
+func TestSnapshotCompressesOnlyWhereEveryServerReads(t *testing.T) {
+	newer := map[string]bool{"n1": true, "n2": true}
+	servers := []raft.Server{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
+	reads := func(id string) bool { return newer[id] }
+	if everyServerReads(servers, reads) {
+		t.Fatal("n3 reads no compressed frames, yet the configuration is said to")
+	}
+	if everyServerReads(nil, reads) {
+		t.Fatal("an unknown configuration is said to read compressed frames")
+	}
+	newer["n3"] = true
+	if !everyServerReads(servers, reads) {
+		t.Fatal("every server reads compressed frames, yet the configuration is said not to")
+	}
+
+	f := openFSM(t, openDB(t, t.TempDir()))
+	defer f.close()
+	applyEach(t, f, 1, goldenWrites...)
+	for _, tt := range []struct {
+		name     string
+		compress bool
+	}{{"an older server", false}, {"every server newer", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f.compress = func() bool { return tt.compress }
+			snap, err := f.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Release()
+			var sink memSink
+			if err := snap.Persist(&sink); err != nil {
+				t.Fatal(err)
+			}
+			kinds := frameKinds(t, sink.Bytes())
+			if got := kinds[frameZstd] > 0; got != tt.compress {
+				t.Fatalf("compressed frames written: %v, want %v (frames by kind %v)", got, tt.compress, kinds)
+			}
+			g := openFSM(t, openDB(t, t.TempDir()))
+			defer g.close()
+			if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fsmHash(t, g), fsmHash(t, f); got != want {
+				t.Fatalf("restored state hash %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -153,6 +153,13 @@ type Config struct {
 	// The daemon restarts itself, which reopens DuckDB and replays the
 	// log from the last applied entry.
 	OnHalt func(error)
+	// ReadsCompressedSnapshots, if set, reports whether the node with the
+	// given id reads snapshots with compressed frames (the daemon asks
+	// gossip: cluster.Meta.CompressedSnapshots). A node writes compressed
+	// snapshots only while it holds for every server of the Raft
+	// configuration, since any of them may be sent the snapshot and an
+	// older build refuses it; nil compresses always.
+	ReadsCompressedSnapshots func(id string) bool
 	// WriteTimeout (default 1m; negative: none) bounds how long the leader
 	// proves a heavy write before proposing it (Prove); a write that runs
 	// longer is refused and never enters the log.
@@ -289,6 +296,16 @@ func Open(cfg Config) (*Store, error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog.Named("snapshots"))
 	if err != nil {
 		return fail(err)
+	}
+	if cfg.ReadsCompressedSnapshots != nil {
+		s.fsm.compress = func() bool {
+			r := s.term.r.Load()
+			if r == nil {
+				return false
+			}
+			f := r.GetConfiguration()
+			return f.Error() == nil && everyServerReads(f.Configuration().Servers, cfg.ReadsCompressedSnapshots)
+		}
 	}
 	s.fsm.covered = func() bool {
 		r := s.term.r.Load()

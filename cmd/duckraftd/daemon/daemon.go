@@ -220,11 +220,14 @@ type Daemon struct {
 	store   *replication.Store
 	exec    *routing.Executor
 	members *membership
-	srv     *node.Server
-	backups backups
-	stages  leaderSchedule
-	l       net.Listener
-	hs      *http.Server
+	// gossiped is members once started, for the store's hooks, which
+	// raft may call before.
+	gossiped atomic.Pointer[membership]
+	srv      *node.Server
+	backups  backups
+	stages   leaderSchedule
+	l        net.Listener
+	hs       *http.Server
 
 	// metrics is the daemon's Prometheus registry and the metrics the
 	// hooks of its parts feed; leaders its recent leader changes. statusOf
@@ -409,24 +412,25 @@ func (d *Daemon) startNode() error {
 		return err
 	}
 	d.store, err = replication.Open(replication.Config{
-		ID:                c.ID,
-		Dir:               filepath.Join(c.DataDir, "raft"),
-		RaftAddr:          c.RaftAddr,
-		AdvertiseAddr:     c.RaftAdvertise,
-		TLS:               raftTLS,
-		Bootstrap:         c.Join == "",
-		DB:                d.db,
-		SnapshotThreshold: c.SnapshotThreshold,
-		TrailingLogs:      c.TrailingLogs,
-		SnapshotInterval:  c.SnapshotInterval,
-		LogStore:          c.RaftLogStore,
-		GatherMax:         c.GroupCommitWait,
-		WrapLogStore:      c.WrapLogStore,
-		ObserveSnapshot:   d.metrics.observeSnapshot,
-		ObserveLeader:     d.observeLeader,
-		OnHalt:            d.applierHalted,
-		WriteTimeout:      c.WriteTimeout,
-		Logger:            d.log,
+		ID:                       c.ID,
+		Dir:                      filepath.Join(c.DataDir, "raft"),
+		RaftAddr:                 c.RaftAddr,
+		AdvertiseAddr:            c.RaftAdvertise,
+		TLS:                      raftTLS,
+		Bootstrap:                c.Join == "",
+		DB:                       d.db,
+		SnapshotThreshold:        c.SnapshotThreshold,
+		TrailingLogs:             c.TrailingLogs,
+		SnapshotInterval:         c.SnapshotInterval,
+		LogStore:                 c.RaftLogStore,
+		GatherMax:                c.GroupCommitWait,
+		WrapLogStore:             c.WrapLogStore,
+		ObserveSnapshot:          d.metrics.observeSnapshot,
+		ObserveLeader:            d.observeLeader,
+		OnHalt:                   d.applierHalted,
+		ReadsCompressedSnapshots: d.readsCompressedSnapshots,
+		WriteTimeout:             c.WriteTimeout,
+		Logger:                   d.log,
 	})
 	if mis, ok := errors.AsType[*replication.LogStoreMismatchError](err); ok {
 		return fmt.Errorf("%w; this data directory was written with --raft-log-store %s: start with that, or on an empty --data", err, mis.Found)
@@ -445,6 +449,7 @@ func (d *Daemon) startNode() error {
 	if d.members, err = startMembership(c, raftAddr, d.db.Version(), clusterkey.Gossip(d.clusterKey), d.store, loadOf(&execRef), d.log); err != nil {
 		return err
 	}
+	d.gossiped.Store(d.members)
 	rc := d.routingConfig()
 	rc.Store = d.store
 	exec, err := routing.New(rc)

@@ -55,7 +55,8 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine, Staging: true},
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine, Staging: true,
+		CompressedSnapshots: true},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
@@ -295,4 +296,15 @@ func routerStatus(id string, m *membership, exec *routing.Executor) nodeapi.Stat
 		})
 	}
 	return st
+}
+
+// readsCompressedSnapshots implements replication.Config.ReadsCompressedSnapshots
+// from gossip: a node gossip has not seen yet counts as one that cannot.
+func (d *Daemon) readsCompressedSnapshots(id string) bool {
+	m := d.gossiped.Load()
+	if m == nil {
+		return false
+	}
+	mem, ok := m.member(id)
+	return ok && mem.Meta.CompressedSnapshots
 }
