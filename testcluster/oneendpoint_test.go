@@ -351,10 +351,15 @@ func (r *endpointRun) worker(t *testing.T, w int, g wire.Generation, server stri
 		}
 		s := round * 100
 		level := endpointLevels[round%int64(len(endpointLevels))]
-		if err := run("SET duckraft_consistency = '" + level + "'"); err != nil && lost(err) {
-			conn = connect()
-			if conn == nil {
-				return
+		if err := run("SET duckraft_consistency = '" + level + "'"); err != nil {
+			// The session's level is unknown now (a SET whose node died
+			// while it ran may have taken effect or not): this round's
+			// reads could not be checked at it.
+			if lost(err) {
+				conn = connect()
+				if conn == nil {
+					return
+				}
 			}
 			continue
 		}
@@ -430,7 +435,7 @@ func (r *endpointRun) readOwn(t *testing.T, conn *client.Conn, w int, s int64, l
 		rows.Close()
 		if err == nil && (len(v) != 1 || fmt.Sprint(v[0]) != "1") {
 			r.mu.Lock()
-			r.ryw = append(r.ryw, fmt.Sprintf("worker %d, %s read of its row %d: %v", w, level, s, v))
+			r.ryw = append(r.ryw, fmt.Sprintf("worker %d, %s read of its row %d in session %s at %s: %v", w, level, s, conn.ID(), time.Now().Format("15:04:05.000"), v))
 			r.mu.Unlock()
 		}
 	}
