@@ -362,6 +362,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		st.mu.Lock()
 		st.writeKey = key
 		st.mu.Unlock()
+		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
 	if d, ok, err := timeoutSetting(sql); ok {
@@ -371,6 +372,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		st.mu.Lock()
 		st.timeout = &d
 		st.mu.Unlock()
+		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
 	if n, ok, err := splitSetting(sql); ok {

@@ -199,7 +199,11 @@ func (m *migrator) stateOf(st *sessionState) nodeapi.SessionState {
 	s := nodeapi.SessionState{ID: st.sess.ID(), Holder: m.ids.Node(), HolderBoot: m.ids.Boot(), Moves: st.moves, Seq: st.seq,
 		At: time.Now().Unix(), Credential: st.sess.Credential(), Lease: uint64(st.sess.Lease() / time.Second), Consistency: string(st.consistency),
 		Split: st.split, Settings: slices.Clone(st.settings), Temporary: st.temporary || st.lostTemp != nil,
-		SettingsLost: st.lostSetting != nil}
+		SettingsLost: st.lostSetting != nil, WriteKey: hex.EncodeToString(st.writeKey)}
+	if st.timeout != nil {
+		ms := st.timeout.Milliseconds()
+		s.StatementTimeoutMS = &ms
+	}
 	if nodeapi.SettingsBytes(s.Settings) > nodeapi.MaxSettingsBytes || len(s.Settings) > nodeapi.MaxSessionSettings {
 		// Too large to carry: the session moves without them, and says so.
 		s.Settings, s.SettingsLost = nil, true
@@ -595,6 +599,13 @@ func (m *migrator) Adopt(ctx context.Context, s *node.Session, state any) error 
 	if l, err := ParseLevel(ns.Consistency); err == nil {
 		st.consistency = l
 	}
+	if ns.StatementTimeoutMS != nil && *ns.StatementTimeoutMS >= 0 {
+		d := time.Duration(*ns.StatementTimeoutMS) * time.Millisecond
+		st.timeout = &d
+	}
+	if key, err := hex.DecodeString(ns.WriteKey); err == nil && len(key) == writeKeyBytes {
+		st.writeKey = key
+	}
 	for _, stmt := range ns.Settings {
 		rows, err := node.LocalExecutor{}.Query(ctx, s, stmt)
 		if err != nil {
@@ -891,11 +902,12 @@ func (e *Executor) beginTxn(ctx context.Context, st *sessionState) {
 }
 
 // commitKey gives the transaction's COMMIT the key chosen at BEGIN,
-// unless the client set one inside the transaction.
-func (st *sessionState) commitKey() {
+// unless the client set one inside the transaction, which it uses.
+func (st *sessionState) commitKey(cmd *wal.Command) {
 	st.mu.Lock()
-	if st.writeKey == nil {
-		st.writeKey = st.txnKey
+	cmd.Key = st.txnKey
+	if st.writeKey != nil {
+		cmd.Key, st.writeKey = st.writeKey, nil
 	}
 	st.mu.Unlock()
 }

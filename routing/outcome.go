@@ -55,13 +55,15 @@ func writeKeySetting(sql string) ([]byte, bool, error) {
 const writeKeyBytes = 16
 
 // useWriteKey gives cmd the key the session set for its next write, if
-// any, and forgets it.
-func (st *sessionState) useWriteKey(cmd *wal.Command) {
+// any, and forgets it; it reports whether there was one.
+func (st *sessionState) useWriteKey(cmd *wal.Command) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.writeKey != nil {
-		cmd.Key, st.writeKey = st.writeKey, nil
+	if st.writeKey == nil {
+		return false
 	}
+	cmd.Key, st.writeKey = st.writeKey, nil
+	return true
 }
 
 // inLog reports whether a failed attempt of a write may have entered the

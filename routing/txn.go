@@ -40,8 +40,9 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			st.setTxn(nil)
 			entries, err := e.commitEntries(txn)
 			if err == nil && len(entries) > 0 {
-				st.commitKey()
-				_, err = e.write(ctx, st, newCommand(entries))
+				cmd := newCommand(entries)
+				st.commitKey(&cmd)
+				_, err = e.write(ctx, st, cmd)
 			}
 			e.endTxn(st)
 			if err != nil {

@@ -51,7 +51,14 @@ func splitEntries(e wal.Entry) []wal.Entry {
 // write applies cmd through the leader, retrying with the same idempotency
 // key across leader changes so that it applies once.
 func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+	keyed := st.useWriteKey(&cmd)
 	res, err := e.writeRetrying(ctx, st, cmd)
+	if keyed {
+		// The other nodes learn that the key was used before the
+		// write is answered: a node that adopts the session must not
+		// give it to the session's next write.
+		e.sessionChanged(st)
+	}
 	if e.cfg.ObserveWrite != nil {
 		e.cfg.ObserveWrite(err)
 	}
@@ -63,7 +70,6 @@ func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command)
 // never with a later attempt's refusal: that would call failed a write
 // that may still apply.
 func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
-	st.useWriteKey(&cmd)
 	deadline := time.Now().Add(e.cfg.LeaderWait)
 	var logged error
 	fail := func(err error) (*wal.Result, error) {

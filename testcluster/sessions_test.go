@@ -15,6 +15,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/routing"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -310,4 +311,34 @@ func TestFrozenHolderGivesUpItsSessions(t *testing.T) {
 	if !strings.Contains(owner.Log(), "session dropped: another node adopted it") {
 		t.Errorf("%s did not drop the session it held before it froze", owner.ID)
 	}
+}
+
+// TestRouterSettingsOutliveTheirNode: the settings the router keeps for a
+// session itself, not DuckDB (SET duckraft_statement_timeout and SET
+// duckraft_write_key), move with the session when its node dies. The key
+// is still the next write's on the node that adopted the session: that
+// write takes it, so the same key sent again with another write applies
+// nothing. The timeout still ends a read that would run for hours.
+func TestRouterSettingsOutliveTheirNode(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{InProcess: true})
+	c.WaitForLeader(t, 20*time.Second)
+	exec(t, c.Nodes[0].Client(t), "CREATE TABLE keyed(v INTEGER)")
+	owner := c.Nodes[1]
+	b := newBalancer(c)
+	b.point(owner.QuackAddr)
+	conn := connectThrough(t, b, wire.Q3)
+	const key = "00112233445566778899aabbccddeeff"
+	exec(t, conn, "SET duckraft_statement_timeout = '1s'")
+	exec(t, conn, "SET duckraft_write_key = '"+key+"'")
+
+	owner.Kill()
+	b.roundRobin(c.Others(owner)...)
+	exec(t, conn, "INSERT INTO keyed VALUES (1)")
+	exec(t, conn, "SET duckraft_write_key = '"+key+"'")
+	exec(t, conn, "INSERT INTO keyed VALUES (2)")
+	exec(t, conn, "SET duckraft_consistency = 'strong'")
+	if got := scalar(t, conn, "SELECT string_agg(v::VARCHAR, ',' ORDER BY v) FROM keyed"); got != "1" {
+		t.Fatalf("rows after two writes under one key, the first on the node that adopted the session: %s, want 1", got)
+	}
+	wantCode(t, conn, "SELECT count(*) FROM range(100000000) a, range(100000000) b", routing.CodeStatementTimeout)
 }

@@ -81,6 +81,12 @@ type SessionState struct {
 	// Temporary: the session created temporary objects (prepared
 	// statements, secrets) that live only on its holder.
 	Temporary bool `json:"temporary,omitempty"`
+	// StatementTimeoutMS is the session's SET duckraft_statement_timeout
+	// in milliseconds; nil while it set none (the node's default).
+	StatementTimeoutMS *int64 `json:"statement_timeout_ms,omitempty"`
+	// WriteKey is the idempotency key (hex) SET duckraft_write_key gave
+	// the session's next write, until that write uses it.
+	WriteKey string `json:"write_key,omitempty"`
 }
 
 // Newer reports whether s is a later state of its session than o.
@@ -106,8 +112,8 @@ func (s SessionState) check() error {
 	if n := SettingsBytes(s.Settings); n > MaxSettingsBytes {
 		return fmt.Errorf("session %s holds settings of %d bytes, more than %d", s.ID, n, MaxSettingsBytes)
 	}
-	if len(s.ID) > 1024 || len(s.Holder) > 1024 || len(s.Credential) > 64<<10 {
-		return fmt.Errorf("session %s: an id, holder or credential too long", s.ID)
+	if len(s.ID) > 1024 || len(s.Holder) > 1024 || len(s.Credential) > 64<<10 || len(s.CommitKey) > 1024 || len(s.WriteKey) > 1024 {
+		return fmt.Errorf("session %s: an id, holder, credential or key too long", s.ID)
 	}
 	return nil
 }
@@ -123,7 +129,7 @@ func SettingsBytes(settings []string) int {
 
 // Size is about what s takes in memory and on the wire.
 func (s SessionState) Size() int {
-	return 256 + len(s.ID) + len(s.Holder) + len(s.Credential) + len(s.CommitKey) + SettingsBytes(s.Settings) + 16*len(s.Settings)
+	return 256 + len(s.ID) + len(s.Holder) + len(s.Credential) + len(s.CommitKey) + len(s.WriteKey) + SettingsBytes(s.Settings) + 16*len(s.Settings)
 }
 
 // SessionPush is the body of a POST to SessionsPath.
