@@ -69,6 +69,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"status as csv", []string{"status", "--format", "csv"}, "status prints a table or json"},
 		{"unknown command", []string{"statsu"}, `unexpected arguments ["statsu"]`},
 		{"flags before a benchmark's name", []string{"--server", "quack:h", "bench", "bulk"}, "name the benchmark first"},
+		{"an empty server", []string{"status", "--server", " , "}, "no server given"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

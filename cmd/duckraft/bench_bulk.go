@@ -78,7 +78,7 @@ func benchBulk(args []string, stdout, stderr io.Writer) error {
 		}
 		return bulkPath{point: bulkPoint{Path: "postgres over pgx (binary protocol)", System: "postgres"}, args: []string{"--mode", "pg", "--dsn", bf.pg}}, nil
 	}
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return err

@@ -125,7 +125,7 @@ func benchIngest(args []string, stdout, stderr io.Writer) error {
 			targets = append(targets, ingestTarget{system: name, client: label, gen: gen, d: d})
 		}
 	}
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return err

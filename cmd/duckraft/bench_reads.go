@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/testcluster/bandwidth"
@@ -52,7 +53,7 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "dashboard clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time of the dashboard load")
 	scans := fs.Int("scans", 3, "bulk scans per setting (the median is reported)")
-	var servers stringList
+	var servers clusterctl.Servers
 	fs.Var(&servers, "server", "a router (or node) of a running deployment, quack:HOST[:PORT]; without it local clusters are started")
 	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "token for --server (env DUCKRAFT_TOKEN)")
 	split := fs.Int("split", 3, "with --server: the nodes a split scan spreads over (SET duckraft_split_scan)")
@@ -61,7 +62,7 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *capRate != "" {
-		if len(servers) > 0 {
+		if len(servers.List()) > 0 {
 			return errors.New("--cap starts clusters of its own: it does not go with --server")
 		}
 		rate, err := bandwidth.ParseRate(*capRate)
@@ -70,9 +71,8 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 		}
 		return benchCap(*daemon, rate, *rows, *scans, stdout, stderr)
 	}
-	if len(servers) > 0 {
-		bf := benchFlags{servers: servers, token: *token}
-		return benchReadsRemote(bf.serverList(), *token, *rows, *clients, *dur, *scans, *split, stdout, stderr)
+	if len(servers.List()) > 0 {
+		return benchReadsRemote(servers.List(), *token, *rows, *clients, *dur, *scans, *split, stdout, stderr)
 	}
 	var counts []int
 	for _, s := range strings.Split(*replicas, ",") {

@@ -244,7 +244,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 // closed.
 func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr io.Writer) ([]*writeSystem, error) {
 	var out []*writeSystem
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return nil, err

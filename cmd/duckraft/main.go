@@ -87,7 +87,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	l := &link{servers: g.servers.list, opts: client.Options{Token: g.token, Generation: wire.Generation(g.protocol)}, stderr: stderr}
+	l := &link{servers: g.servers.List(), opts: client.Options{Token: g.token, Generation: wire.Generation(g.protocol)}, stderr: stderr}
 	if err := l.dial(ctx, 0); err != nil {
 		fmt.Fprintln(stderr, "duckraft:", err)
 		return 1
