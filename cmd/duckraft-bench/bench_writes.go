@@ -189,7 +189,7 @@ func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, erro
 // counts run in turn, every system at one count before the next count, so
 // that a drift in the machine's load leans on none of them.
 func benchWrites(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench writes", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench writes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3,duckraft-1,duckdb")

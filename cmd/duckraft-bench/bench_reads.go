@@ -45,7 +45,7 @@ type readNode struct {
 // second through a router, on 3 voters plus each replica count, with the
 // CPU time each node spent per query.
 func benchReads(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench reads", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench reads", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	daemon := fs.String("duckraftd", "bin/duckraftd", "duckraftd binary")
 	replicas := fs.String("replicas", "1,3", "replica counts to compare")

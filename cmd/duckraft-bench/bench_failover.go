@@ -54,7 +54,7 @@ const (
 )
 
 func benchFailover(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench failover", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench failover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3")

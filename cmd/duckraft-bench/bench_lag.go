@@ -41,7 +41,7 @@ type lagSample struct {
 }
 
 func benchLag(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench lag", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench lag", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3")

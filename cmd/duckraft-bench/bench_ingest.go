@@ -65,7 +65,7 @@ type ingestTarget struct {
 // through DuckDB's appender in-process (the limit), and each duckraft
 // cluster through the Go client in both generations.
 func benchIngest(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench ingest", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckdb,duckraft-1,duckraft-3")
