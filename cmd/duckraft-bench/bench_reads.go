@@ -366,27 +366,12 @@ func bulkScan(ctx context.Context, addr, token string, r int) (float64, int64, e
 	return float64(n) / time.Since(start).Seconds(), n, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// cpuTimes returns each node's user plus system CPU time so far.
+// cpuTimes returns each node's user plus system CPU time so far; a node
+// whose time cannot be read counts 0.
 func cpuTimes(nodes []*readNode) []time.Duration {
 	out := make([]time.Duration, len(nodes))
 	for i, n := range nodes {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name, which may hold spaces: state is
-		// field 3, utime 14 and stime 15.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		out[i] = time.Duration(ut+st) * time.Second / clockTicks
+		out[i], _ = processCPU(n.cmd.Process.Pid)
 	}
 	return out
 }

@@ -375,6 +375,10 @@ func TestBenchAgainstServer(t *testing.T) {
 		if p.Writes == 0 || p.TxPerSec <= 0 || p.P50Ms <= 0 || p.P99Ms < p.P50Ms || p.PerEntry <= 0 {
 			t.Errorf("writes at %d clients: %+v", p.Clients, p)
 		}
+		// The leader's process is not the benchmark's to read here.
+		if p.LeaderCPUMs != 0 {
+			t.Errorf("writes at %d clients against --server report the leader's CPU: %+v", p.Clients, p)
+		}
 	}
 	if w.Machine.DuckDB == "" || w.Machine.Cores == 0 {
 		t.Errorf("machine %+v", w.Machine)
