@@ -99,7 +99,7 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 		return err
 	}
 	defer os.RemoveAll(dir)
-	const token = "bench-token-0123456789"
+	token := benchToken
 	nodes, _, err := startReadCluster(daemon, dir, token, 3, replicas, false)
 	defer stopReadCluster(nodes)
 	if err != nil {
