@@ -138,8 +138,9 @@ type writePoint struct {
 	// LeaderCPUMs is the CPU time (user plus system, all threads) the
 	// leader's duckraftd process spent per acknowledged write, in
 	// milliseconds: what a write costs the node that bounds the cluster's
-	// write rate, which the load on a shared machine moves less than tx/s.
-	// Only local clusters have it, and only when leadership stayed put.
+	// write rate. It counts all the process did in the round, heartbeats
+	// and gossip too, which weigh most at few clients. Only local clusters
+	// have it, and only when leadership stayed put.
 	LeaderCPUMs float64 `json:"leader_cpu_ms_per_write,omitempty"`
 }
 
