@@ -13,6 +13,7 @@ all: build
 build:
 	$(GO) build -tags $(TAGS) -o $(BIN)/duckraftd ./cmd/duckraftd
 	$(GO) build -tags $(TAGS) -o $(BIN)/duckraft ./cmd/duckraft
+	$(GO) build -tags $(TAGS) -o $(BIN)/duckraft-bench ./cmd/duckraft-bench
 
 # run starts a local node on loopback and prints how to connect.
 run: build
@@ -42,11 +43,12 @@ fuzz:
 		done; \
 	done
 
-# bench runs every benchmark side by side with its peers (PostgreSQL with a
-# synchronous standby, started by scripts/bench-peers.sh and installed from
-# Debian when missing; in-process DuckDB; duckraft with 1 and 3 nodes) and
-# regenerates docs/benchmarks.md's generated section and docs/img/bench-*.png
-# (about 12 minutes). Each benchmark's length is a variable.
+# bench runs every benchmark of bin/duckraft-bench side by side with its
+# peers (PostgreSQL with a synchronous standby, started by
+# scripts/bench-peers.sh and installed from Debian when missing; in-process
+# DuckDB; duckraft with 1 and 3 nodes) and regenerates docs/benchmarks.md's
+# generated section and docs/img/bench-*.png (about 12 minutes). Each
+# benchmark's length is a variable.
 WRITES_DURATION   ?= 10s
 WRITES_CLIENTS    ?= 1,8,64
 BULK_ROWS         ?= 2000000

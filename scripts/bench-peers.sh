@@ -5,7 +5,7 @@
 # user other than root, a primary and a synchronous standby (pg_basebackup,
 # synchronous_standby_names) on free loopback ports with their data, sockets
 # and logs under DIR, password authentication only, and prints the
-# primary's connection string for duckraft bench --pg. stop ends both and
+# primary's connection string for duckraft-bench --pg. stop ends both and
 # removes DIR.
 set -euo pipefail
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-bin}
-duckraft="$bin/duckraft"
+bench="$bin/duckraft-bench"
 daemon="$bin/duckraftd"
 out=$(mktemp -d /tmp/duckraft-bench.XXXXXX)
 # PostgreSQL runs as another user: its directory must not sit under $out,
@@ -21,18 +21,18 @@ trap cleanup EXIT
 echo "bench: starting PostgreSQL with a synchronous standby" >&2
 dsn=$(scripts/bench-peers.sh start "$pgdir")
 
-"$duckraft" bench writes --duckraftd "$daemon" --pg "$dsn" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
+"$bench" writes --duckraftd "$daemon" --pg "$dsn" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
 	--clients "${WRITES_CLIENTS:-1,8,64}" --duration "${WRITES_DURATION:-10s}" --json >"$out/writes.json"
-"$duckraft" bench bulk --duckraftd "$daemon" --pg "$dsn" --systems duckraft-1,duckraft-3,duckdb \
+"$bench" bulk --duckraftd "$daemon" --pg "$dsn" --systems duckraft-1,duckraft-3,duckdb \
 	--rows "${BULK_ROWS:-2000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
-"$duckraft" bench failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \
+"$bench" failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \
 	--duration "${FAILOVER_DURATION:-20s}" --at "${FAILOVER_AT:-8s}" --json >"$out/failover.json"
-"$duckraft" bench lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"
-"$duckraft" bench reads --duckraftd "$daemon" --duration "${READS_DURATION:-10s}" >"$out/reads.md"
-"$duckraft" bench reads --duckraftd "$daemon" --cap "${CAP_RATE:-50MB/s}" --rows "${CAP_ROWS:-1000000}" \
+"$bench" lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"
+"$bench" reads --duckraftd "$daemon" --duration "${READS_DURATION:-10s}" >"$out/reads.md"
+"$bench" reads --duckraftd "$daemon" --cap "${CAP_RATE:-50MB/s}" --rows "${CAP_ROWS:-1000000}" \
 	--scans "${CAP_SCANS:-5}" >"$out/cap.md"
-"$duckraft" bench ingest --duckraftd "$daemon" --rows "${INGEST_ROWS:-1000000}" --runs "${INGEST_RUNS:-1}" --json >"$out/ingest.json"
+"$bench" ingest --duckraftd "$daemon" --rows "${INGEST_ROWS:-1000000}" --runs "${INGEST_RUNS:-1}" --json >"$out/ingest.json"
 
-"$duckraft" bench report --doc docs/benchmarks.md --img docs/img \
+"$bench" report --doc docs/benchmarks.md --img docs/img \
 	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/lag.json" "$out/ingest.json" "$out/reads.md" "$out/cap.md"
 echo "bench: docs/benchmarks.md and docs/img/bench-*.png regenerated" >&2

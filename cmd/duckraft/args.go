@@ -8,51 +8,26 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 )
 
 // globals are the flags every subcommand accepts, before or after its
 // name: `duckraft --server X status` and `duckraft status --server X` are
 // one command.
 type globals struct {
-	server, token, format string
-	// servers is every server given, server the first: the shell fails
-	// over from one to the next (link.go).
-	servers  serverList
+	// server is the first of servers, the one every command but the shell
+	// talks to; the shell fails over from one to the next (link.go).
+	server   string
+	servers  clusterctl.Servers
+	token    string
+	format   string
 	protocol int
-}
-
-// serverList is --server: servers separated by commas, the flag repeatable;
-// the first use replaces the default (DUCKRAFT_SERVER's list).
-type serverList struct {
-	list []string
-	set  bool
-	// first points at globals.server, kept as the list's first entry.
-	first *string
-}
-
-func (l *serverList) String() string { return strings.Join(l.list, ",") }
-
-func (l *serverList) Set(v string) error {
-	if !l.set {
-		l.list, l.set = nil, true
-	}
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			l.list = append(l.list, s)
-		}
-	}
-	if len(l.list) == 0 {
-		return errors.New("no server given")
-	}
-	*l.first = l.list[0]
-	return nil
 }
 
 // register defines the global flags on fs.
 func (g *globals) register(fs *flag.FlagSet) {
-	g.servers.first = &g.server
-	g.servers.Set(envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"))
-	g.servers.set = false
+	g.servers = clusterctl.NewServers(envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"))
 	fs.Var(&g.servers, "server", "server as quack:HOST[:PORT]; several, separated by commas, for the shell to fail over between (env DUCKRAFT_SERVER)")
 	fs.StringVar(&g.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN)")
 	fs.StringVar(&g.format, "format", "table", "output format: table, csv or json")
@@ -116,6 +91,12 @@ func parseCommand(cmd string, args []string, stderr io.Writer, usage string, ext
 	if err != nil {
 		return nil, nil, 2
 	}
+	servers := g.servers.List()
+	if len(servers) == 0 {
+		fmt.Fprintf(stderr, "%s: DUCKRAFT_SERVER names no server; give --server\n", name)
+		return nil, nil, 2
+	}
+	g.server = servers[0]
 	return g, pos, 0
 }
 

@@ -68,7 +68,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"unknown node subcommand", []string{"node", "add", "n4"}, `unknown subcommand "add"`},
 		{"status as csv", []string{"status", "--format", "csv"}, "status prints a table or json"},
 		{"unknown command", []string{"statsu"}, `unexpected arguments ["statsu"]`},
-		{"flags before a benchmark's name", []string{"--server", "quack:h", "bench", "bulk"}, "name the benchmark first"},
+		{"the benchmarks' old place", []string{"--server", "quack:h", "bench", "writes"}, "duckraft-bench bulk|writes"},
+		{"an empty server", []string{"status", "--server", " , "}, "no server given"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,9 +126,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	// its state hash is not the recorded one.
 	changed := filepath.Join(t.TempDir(), "changed.duckdb")
 	for _, f := range []string{"", ".hash"} {
-		if err := copyFile(out+f, changed+f); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, out+f, changed+f)
 	}
 	if db, err := sql.Open("duckdb", changed); err != nil {
 		t.Fatal(err)
@@ -188,5 +186,17 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within a minute", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// copyFile copies the file from to the file to.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 )
 
 // runHash prints every member's applied index and state hash, as the member
@@ -18,7 +20,7 @@ func runHash(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	api, addr := c.api, c.addr
-	st, err := statusOf(api, addr)
+	st, err := clusterctl.Status(api, addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft hash:", err)
 		return 1
@@ -31,7 +33,7 @@ func runHash(args []string, stdout, stderr io.Writer) int {
 		if m.Role == "router" || m.QuackAddr == "" {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), clusterctl.StatusTimeout)
 		h, err := api.Hash(ctx, m.QuackAddr)
 		cancel()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -43,7 +44,7 @@ const removeTimeout = 45 * time.Second
 // looks again.
 func removeNode(api *nodeapi.Client, addr, id string) (nodeapi.Removal, error) {
 	for refused := 0; ; refused++ {
-		leader, err := leaderAddr(api, addr)
+		leader, err := clusterctl.LeaderAddr(api, addr)
 		if err != nil {
 			return nodeapi.Removal{}, err
 		}
@@ -55,26 +56,5 @@ func removeNode(api *nodeapi.Client, addr, id string) (nodeapi.Removal, error) {
 			continue
 		}
 		return res, err
-	}
-}
-
-// leaderAddr is the Quack address of the leader the member at addr knows,
-// waiting up to leaderWait for one during an election.
-func leaderAddr(api *nodeapi.Client, addr string) (string, error) {
-	deadline := time.Now().Add(leaderWait)
-	for {
-		st, err := statusOf(api, addr)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range st.Members {
-			if st.LeaderID != "" && m.ID == st.LeaderID && m.QuackAddr != "" {
-				return m.QuackAddr, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s knows no leader (or not its Quack address) after %s", st.ID, leaderWait)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

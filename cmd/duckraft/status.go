@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -28,7 +25,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "duckraft status: --format %q: status prints a table or json\n", c.format)
 		return 2
 	}
-	st, err := statusOf(c.api, c.addr)
+	st, err := clusterctl.Status(c.api, c.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft status:", err)
 		return 1
@@ -78,38 +75,10 @@ func parseAPIFlags(cmd string, args []string, nargs int, stderr io.Writer, extra
 		fmt.Fprintf(stderr, "duckraft %s: %d arguments %q, want %d (see duckraft --help)\n", cmd, len(pos), pos, nargs)
 		return nil, 2
 	}
-	api, addr, err := serverAPI(g.server, g.token)
+	api, addr, err := clusterctl.API(g.server, g.token)
 	if err != nil {
 		fmt.Fprintf(stderr, "duckraft %s: %v\n", cmd, err)
 		return nil, 2
 	}
 	return &apiCommand{globals: g, api: api, addr: addr, args: pos}, 0
-}
-
-// serverAPI turns a --server value (quack:HOST[:PORT]) into a client of
-// the node's API and the HOST:PORT it serves: HTTPS where the Quack client
-// would use TLS (any host but loopback).
-func serverAPI(server, token string) (*nodeapi.Client, string, error) {
-	u, err := client.ParseServer(server, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	tls := strings.HasPrefix(u, "https://")
-	addr := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack")
-	return &nodeapi.Client{Token: token, TLS: tls}, addr, nil
-}
-
-// statusTimeout bounds one status request.
-const statusTimeout = 5 * time.Second
-
-// statusOf fetches the status document of the node at addr.
-func statusOf(api *nodeapi.Client, addr string) (nodeapi.Status, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	return api.Status(ctx, addr)
-}
-
-// nodeStatus fetches the status of a node of a local cluster (plain HTTP).
-func nodeStatus(addr, token string) (nodeapi.Status, error) {
-	return statusOf(&nodeapi.Client{Token: token}, addr)
 }

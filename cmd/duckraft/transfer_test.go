@@ -2,15 +2,10 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -70,38 +65,5 @@ func TestTransferLeader(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, tc.want)
 			}
 		})
-	}
-}
-
-// transfer-leader asked right after an election started (the member knows
-// no leader yet) waits for the new leader instead of failing. The member
-// and the leader are one fake server here; TestTransferLeader hit this
-// window about once in thirty runs.
-func TestTransferLeaderWaitsForElection(t *testing.T) {
-	var lookups atomic.Int32
-	var addr string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case nodeapi.StatusPath:
-			st := nodeapi.Status{ID: "n3", Members: []nodeapi.MemberStatus{{ID: "n2", QuackAddr: addr}}}
-			if lookups.Add(1) > 3 {
-				st.LeaderID = "n2"
-			}
-			json.NewEncoder(w).Encode(st)
-		case nodeapi.TransferPath:
-			json.NewEncoder(w).Encode(nodeapi.Transfer{From: "n2", LeaderID: "n1"})
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	addr = strings.TrimPrefix(srv.URL, "http://")
-
-	res, err := transferLeader(&nodeapi.Client{Token: "token"}, addr, "")
-	if err != nil || res.From != "n2" || res.LeaderID != "n1" {
-		t.Fatalf("transfer during an election: %+v, %v", res, err)
-	}
-	if n := lookups.Load(); n != 4 {
-		t.Fatalf("%d status lookups, want 4 (three without a leader)", n)
 	}
 }

@@ -1,7 +1,7 @@
 // Package bandwidth is a TCP proxy that caps the bytes per second through
 // it: a node's network link of a given bandwidth, on loopback. testcluster
 // puts one in front of each node's Quack port (Options.QuackCap), and
-// `duckraft bench reads --cap` does the same for its processes, so that a
+// `duckraft-bench reads --cap` does the same for its processes, so that a
 // split scan's gain from several nodes' links shows on one host.
 package bandwidth
 

@@ -22,58 +22,6 @@ import (
 	"github.com/duckraft/duckraft/node/wire"
 )
 
-const benchUsage = `usage: duckraft bench bulk [flags]       SELECT * of a lineitem-shaped table: duckraft, in-process DuckDB (Arrow), PostgreSQL (pgx)
-       duckraft bench writes [flags]     single-row INSERT transactions: tx/s, p50, p99 at each client count
-       duckraft bench reads [flags]      dashboard aggregates and split scans through a router
-       duckraft bench failover [flags]   write unavailability when the leader is killed, stopped or transferred
-       duckraft bench lag [flags]        replication lag (leader commit against each follower's applied) under writes
-       duckraft bench ingest [flags]     CREATE TABLE AS and INSERT … SELECT of a lineitem-shaped table, against a local DuckDB file
-       duckraft bench report [flags] FILE.json...  docs/benchmarks.md's generated section and its plots
-
-Each benchmark but reads runs against --server (a deployment's nodes or router, with --token) or,
-without it, against local clusters it starts; see duckraft bench NAME --help.
-`
-
-func runBench(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, benchUsage)
-		return 2
-	}
-	var err error
-	switch args[0] {
-	case "bulk":
-		err = benchBulk(args[1:], stdout, stderr)
-	case "writes":
-		err = benchWrites(args[1:], stdout, stderr)
-	case "reads":
-		err = benchReads(args[1:], stdout, stderr)
-	case "failover":
-		err = benchFailover(args[1:], stdout, stderr)
-	case "lag":
-		err = benchLag(args[1:], stdout, stderr)
-	case "ingest":
-		err = benchIngest(args[1:], stdout, stderr)
-	case "report":
-		err = benchReportCmd(args[1:], stdout, stderr)
-	case "scan":
-		err = benchScan(args[1:], stdout)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, benchUsage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "duckraft bench: unknown benchmark %q\n", args[0])
-		return 2
-	}
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		fmt.Fprintln(stderr, "duckraft bench:", err)
-		return 1
-	}
-	return 0
-}
-
 // lineitemSQL generates a table with TPC-H lineitem's 16 columns and types.
 const lineitemSQL = `CREATE TABLE lineitem AS
 SELECT
@@ -122,23 +70,6 @@ func generate(path string, rows int) error {
 	return err
 }
 
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 // mustFreeAddr returns a loopback address for a daemon the bench starts.
 func mustFreeAddr() string {
 	a, err := freeport.Addr()
@@ -165,9 +96,13 @@ func waitForServer(addr, token string, timeout time.Duration) error {
 	}
 }
 
+// scanCommand is the hidden subcommand of the child process a bulk scan
+// runs in.
+const scanCommand = "scan"
+
 // runScan runs one scan in a child process, so its peak RSS is its own.
 func runScan(self string, args ...string) (scanReport, error) {
-	cmd := exec.Command(self, append([]string{"bench", "scan"}, args...)...)
+	cmd := exec.Command(self, append([]string{scanCommand}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -182,7 +117,7 @@ func runScan(self string, args ...string) (scanReport, error) {
 
 // benchScan is the child side: one timed scan, reported as JSON.
 func benchScan(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench scan", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench scan", flag.ContinueOnError)
 	mode := fs.String("mode", "quack", "quack or arrow")
 	server := fs.String("server", "", "Quack server (mode quack)")
 	token := fs.String("token", "", "token (mode quack)")

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/node/client"
 )
 
@@ -53,7 +54,7 @@ const (
 )
 
 func benchFailover(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench failover", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench failover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3")
@@ -71,7 +72,7 @@ func benchFailover(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx := context.Background()
 	var d *deployment
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		if *mode == "" {
 			*mode = failoverTransfer
 		}
@@ -147,7 +148,7 @@ func benchFailover(args []string, stdout, stderr io.Writer) error {
 // dropLeader makes the leader go as mode says.
 func dropLeader(d *deployment, leader, mode string) error {
 	if mode == failoverTransfer {
-		_, err := transferLeader(d.api(), apiAddr(d.servers[0]), "")
+		_, err := clusterctl.TransferLeader(d.api(), apiAddr(d.servers[0]), "")
 		return err
 	}
 	for _, n := range d.nodes {

@@ -130,13 +130,16 @@ func (r *benchReport) markdown(level int) string {
 }
 
 func writesTable(b *strings.Builder, ps []writePoint) {
-	fmt.Fprintln(b, "| system | clients | tx/s | p50 ms | p99 ms | errors | writes per Raft entry |")
-	fmt.Fprintln(b, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(b, "| system | clients | tx/s | p50 ms | p99 ms | errors | writes per Raft entry | leader CPU ms per write |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|")
 	for _, p := range ps {
-		perEntry := ""
+		perEntry, cpu := "", ""
 		if p.PerEntry > 0 {
 			perEntry = fmt.Sprintf("%.1f", p.PerEntry)
 		}
-		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s |\n", p.System, p.Clients, p.TxPerSec, p.P50Ms, p.P99Ms, p.Errors, perEntry)
+		if p.LeaderCPUMs > 0 {
+			cpu = fmt.Sprintf("%.2f", p.LeaderCPUMs)
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s |\n", p.System, p.Clients, p.TxPerSec, p.P50Ms, p.P99Ms, p.Errors, perEntry, cpu)
 	}
 }

@@ -135,6 +135,13 @@ type writePoint struct {
 	// PerEntry is the writes per Raft log entry: how well the leader
 	// batches. Only duckraft has it.
 	PerEntry float64 `json:"writes_per_raft_entry,omitempty"`
+	// LeaderCPUMs is the CPU time (user plus system, all threads) the
+	// leader's duckraftd process spent per acknowledged write, in
+	// milliseconds: what a write costs the node that bounds the cluster's
+	// write rate. It counts all the process did in the round, heartbeats
+	// and gossip too, which weigh most at few clients. Only local clusters
+	// have it, and only when leadership stayed put.
+	LeaderCPUMs float64 `json:"leader_cpu_ms_per_write,omitempty"`
 }
 
 // writeSystem is one system bench writes loads: sessions gives n sessions,
@@ -144,7 +151,10 @@ type writeSystem struct {
 	sessions func(ctx context.Context, n int) ([]func(sql string) error, func(), error)
 	// commit, when set, is the Raft commit index, to count writes per entry.
 	commit func() (uint64, error)
-	close  func()
+	// leaderCPU, when set, is the ID of the leader and the CPU time its
+	// process has used so far.
+	leaderCPU func() (id string, cpu time.Duration, err error)
+	close     func()
 }
 
 const benchTableSQL = "CREATE TABLE IF NOT EXISTS bench(thread INTEGER, seq BIGINT, payload VARCHAR)"
@@ -155,7 +165,7 @@ func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, erro
 	if err := d.exec(ctx, benchTableSQL); err != nil {
 		return nil, fmt.Errorf("%s: create bench table: %w", d.name, err)
 	}
-	return &writeSystem{
+	s := &writeSystem{
 		name: d.name,
 		sessions: func(ctx context.Context, n int) ([]func(string) error, func(), error) {
 			conns := make([]*client.Conn, 0, n)
@@ -181,7 +191,26 @@ func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, erro
 			return st.Commit, err
 		},
 		close: d.close,
-	}, nil
+	}
+	if d.nodes != nil {
+		s.leaderCPU = d.leaderCPU
+	}
+	return s, nil
+}
+
+// leaderCPU is the ID of a local cluster's leader and the CPU time its
+// process has used so far.
+func (d *deployment) leaderCPU() (string, time.Duration, error) {
+	st, err := d.status(apiAddr(d.servers[0]))
+	if err != nil {
+		return "", 0, err
+	}
+	l := leaderOf(st, d.nodes)
+	if l == nil {
+		return "", 0, fmt.Errorf("%s: no leader", d.name)
+	}
+	cpu, err := processCPU(l.cmd.Process.Pid)
+	return l.id, cpu, err
 }
 
 // benchWrites measures single-row INSERT transactions per second, p50 and
@@ -189,7 +218,7 @@ func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, erro
 // counts run in turn, every system at one count before the next count, so
 // that a drift in the machine's load leans on none of them.
 func benchWrites(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench writes", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench writes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3,duckraft-1,duckdb")
@@ -244,7 +273,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 // closed.
 func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr io.Writer) ([]*writeSystem, error) {
 	var out []*writeSystem
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return nil, err
@@ -331,6 +360,13 @@ func writePointOf(ctx context.Context, s *writeSystem, n int, d time.Duration) (
 			return writePoint{}, err
 		}
 	}
+	var leader string
+	var cpuBefore time.Duration
+	if s.leaderCPU != nil {
+		if leader, cpuBefore, err = s.leaderCPU(); err != nil {
+			return writePoint{}, err
+		}
+	}
 	r := runClients(n, d, func(i, seq int) error { return sessions[i](insertRow(i, seq)) })
 	p := writePoint{System: s.name, Clients: n, Writes: r.writes, TxPerSec: r.rate, P50Ms: ms(r.p50), P99Ms: ms(r.p99), Errors: r.errors}
 	if s.commit != nil {
@@ -339,6 +375,13 @@ func writePointOf(ctx context.Context, s *writeSystem, n int, d time.Duration) (
 			return writePoint{}, err
 		}
 		p.PerEntry = float64(r.writes) / float64(max(after-before, 1))
+	}
+	if s.leaderCPU != nil {
+		// A leader that changed mid-round has no per-write figure: its
+		// CPU time covers only part of the writes.
+		if now, cpuAfter, err := s.leaderCPU(); err == nil && now == leader && r.writes > 0 {
+			p.LeaderCPUMs = ms(cpuAfter-cpuBefore) / float64(r.writes)
+		}
 	}
 	if r.writes == 0 {
 		return p, fmt.Errorf("no write succeeded (%d errors; last: %v)", r.errors, r.lastErr)

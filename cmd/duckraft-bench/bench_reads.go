@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/testcluster/bandwidth"
@@ -44,7 +45,7 @@ type readNode struct {
 // second through a router, on 3 voters plus each replica count, with the
 // CPU time each node spent per query.
 func benchReads(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench reads", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench reads", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	daemon := fs.String("duckraftd", "bin/duckraftd", "duckraftd binary")
 	replicas := fs.String("replicas", "1,3", "replica counts to compare")
@@ -52,7 +53,7 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "dashboard clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time of the dashboard load")
 	scans := fs.Int("scans", 3, "bulk scans per setting (the median is reported)")
-	var servers stringList
+	var servers clusterctl.Servers
 	fs.Var(&servers, "server", "a router (or node) of a running deployment, quack:HOST[:PORT]; without it local clusters are started")
 	token := fs.String("token", os.Getenv("DUCKRAFT_TOKEN"), "token for --server (env DUCKRAFT_TOKEN)")
 	split := fs.Int("split", 3, "with --server: the nodes a split scan spreads over (SET duckraft_split_scan)")
@@ -61,7 +62,7 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *capRate != "" {
-		if len(servers) > 0 {
+		if len(servers.List()) > 0 {
 			return errors.New("--cap starts clusters of its own: it does not go with --server")
 		}
 		rate, err := bandwidth.ParseRate(*capRate)
@@ -70,9 +71,8 @@ func benchReads(args []string, stdout, stderr io.Writer) error {
 		}
 		return benchCap(*daemon, rate, *rows, *scans, stdout, stderr)
 	}
-	if len(servers) > 0 {
-		bf := benchFlags{servers: servers, token: *token}
-		return benchReadsRemote(bf.serverList(), *token, *rows, *clients, *dur, *scans, *split, stdout, stderr)
+	if len(servers.List()) > 0 {
+		return benchReadsRemote(servers.List(), *token, *rows, *clients, *dur, *scans, *split, stdout, stderr)
 	}
 	var counts []int
 	for _, s := range strings.Split(*replicas, ",") {
@@ -99,7 +99,7 @@ func readRound(daemon string, replicas, rows, clients int, dur time.Duration, sc
 		return err
 	}
 	defer os.RemoveAll(dir)
-	const token = "bench-token-0123456789"
+	token := benchToken
 	nodes, _, err := startReadCluster(daemon, dir, token, 3, replicas, false)
 	defer stopReadCluster(nodes)
 	if err != nil {
@@ -366,27 +366,12 @@ func bulkScan(ctx context.Context, addr, token string, r int) (float64, int64, e
 	return float64(n) / time.Since(start).Seconds(), n, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// cpuTimes returns each node's user plus system CPU time so far.
+// cpuTimes returns each node's user plus system CPU time so far; a node
+// whose time cannot be read counts 0.
 func cpuTimes(nodes []*readNode) []time.Duration {
 	out := make([]time.Duration, len(nodes))
 	for i, n := range nodes {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name, which may hold spaces: state is
-		// field 3, utime 14 and stime 15.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		out[i] = time.Duration(ut+st) * time.Second / clockTicks
+		out[i], _ = processCPU(n.cmd.Process.Pid)
 	}
 	return out
 }

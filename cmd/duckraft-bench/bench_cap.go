@@ -31,7 +31,7 @@ func benchCap(daemon string, rate int64, rows, scans int, stdout, stderr io.Writ
 		return err
 	}
 	defer os.RemoveAll(dir)
-	const token = "bench-token-0123456789"
+	token := benchToken
 	nodes, proxies, err := startReadCluster(daemon, dir, token, 3, 3, true)
 	defer func() {
 		stopReadCluster(nodes)

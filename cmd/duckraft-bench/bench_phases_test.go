@@ -55,7 +55,7 @@ import (
 // expression, which the binder judges. Run it with
 //
 //	DUCKRAFTD_PHASES=before=/tmp/old/duckraftd,after=$PWD/bin/duckraftd \
-//	  go test -tags duckdb_arrow -run '^$' -bench WritePhases -benchtime 1x ./cmd/duckraft
+//	  go test -tags duckdb_arrow -run '^$' -bench WritePhases -benchtime 1x ./cmd/duckraft-bench
 func BenchmarkWritePhases(b *testing.B) {
 	bins := phaseBinaries(b)
 	writes := 400

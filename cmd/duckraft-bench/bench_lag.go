@@ -41,7 +41,7 @@ type lagSample struct {
 }
 
 func benchLag(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench lag", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench lag", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-3")
@@ -56,7 +56,7 @@ func benchLag(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx := context.Background()
 	var d *deployment
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		var err error
 		if d, err = remoteDeployment(servers, bf.token); err != nil {
 			return err

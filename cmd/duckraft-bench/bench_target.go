@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -23,7 +24,7 @@ const benchToken = "bench-token-0123456789"
 // benchFlags are the flags every benchmark shares: where to send the load,
 // as pgbench takes a host, and how to print the result.
 type benchFlags struct {
-	servers stringList
+	servers clusterctl.Servers
 	token   string
 	json    bool
 	daemon  string
@@ -41,19 +42,6 @@ func (b *benchFlags) register(fs *flag.FlagSet, defaultSystems string) {
 	fs.StringVar(&b.daemonFlags, "duckraftd-flags", "", "extra flags for every duckraftd of the local clusters, space-separated (--memory-limit 512MB, say)")
 	fs.StringVar(&b.systems, "systems", defaultSystems, "systems to compare, comma-separated: duckraft-N (a local N-node cluster), duckdb (in-process), postgres (needs --pg); ignored with --server")
 	fs.StringVar(&b.pg, "pg", os.Getenv("DUCKRAFT_BENCH_PG"), "PostgreSQL connection string of a peer to run side by side (env DUCKRAFT_BENCH_PG; scripts/bench-peers.sh starts one)")
-}
-
-// serverList splits the --server values, each possibly comma-separated.
-func (b *benchFlags) serverList() []string {
-	var out []string
-	for _, v := range b.servers {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }
 
 // errBadSystem is returned for a --systems entry the benchmark cannot run.
@@ -137,11 +125,11 @@ type deployment struct {
 func remoteDeployment(servers []string, token string) (*deployment, error) {
 	d := &deployment{name: "duckraft (" + strings.Join(servers, ", ") + ")", servers: servers, token: token}
 	for _, s := range servers {
-		u, err := client.ParseServer(s, nil)
+		_, tls, err := clusterctl.APIAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("--server %q: %w", s, err)
+			return nil, err
 		}
-		d.tls = strings.HasPrefix(u, "https://")
+		d.tls = tls
 	}
 	if _, err := d.status(apiAddr(servers[0])); err != nil {
 		return nil, fmt.Errorf("status of %s: %w", servers[0], err)
@@ -208,15 +196,24 @@ func (d *deployment) close() {
 
 func (d *deployment) api() *nodeapi.Client { return &nodeapi.Client{Token: d.token, TLS: d.tls} }
 
-func (d *deployment) status(addr string) (nodeapi.Status, error) { return statusOf(d.api(), addr) }
+func (d *deployment) status(addr string) (nodeapi.Status, error) {
+	return clusterctl.Status(d.api(), addr)
+}
 
-// apiAddr is the HOST:PORT of a quack:HOST[:PORT] server.
+// nodeStatus fetches the status of a node of a local cluster (plain HTTP).
+func nodeStatus(addr, token string) (nodeapi.Status, error) {
+	return clusterctl.Status(&nodeapi.Client{Token: token}, addr)
+}
+
+// apiAddr is the node API's HOST:PORT of one of a deployment's servers,
+// which remoteDeployment checked parse (a local cluster's are loopback
+// addresses it made itself).
 func apiAddr(server string) string {
-	u, err := client.ParseServer(server, nil)
+	addr, _, err := clusterctl.APIAddr(server)
 	if err != nil {
 		return server
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/quack")
+	return addr
 }
 
 func (d *deployment) connect(ctx context.Context, i int) (*client.Conn, error) {

@@ -65,7 +65,7 @@ type ingestTarget struct {
 // through DuckDB's appender in-process (the limit), and each duckraft
 // cluster through the Go client in both generations.
 func benchIngest(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench ingest", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckdb,duckraft-1,duckraft-3")
@@ -125,7 +125,7 @@ func benchIngest(args []string, stdout, stderr io.Writer) error {
 			targets = append(targets, ingestTarget{system: name, client: label, gen: gen, d: d})
 		}
 	}
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return err

@@ -44,7 +44,7 @@ type bulkPath struct {
 // path, each scan in a child process so that its peak RSS is its own, the
 // paths alternating run by run.
 func benchBulk(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench bulk", flag.ContinueOnError)
+	fs := flag.NewFlagSet("duckraft-bench bulk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf benchFlags
 	bf.register(fs, "duckraft-1,duckraft-3,duckdb")
@@ -78,7 +78,7 @@ func benchBulk(args []string, stdout, stderr io.Writer) error {
 		}
 		return bulkPath{point: bulkPoint{Path: "postgres over pgx (binary protocol)", System: "postgres"}, args: []string{"--mode", "pg", "--dsn", bf.pg}}, nil
 	}
-	if servers := bf.serverList(); len(servers) > 0 {
+	if servers := bf.servers.List(); len(servers) > 0 {
 		d, err := remoteDeployment(servers, bf.token)
 		if err != nil {
 			return err
