@@ -222,25 +222,39 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 		auth: loc.Credential, role: c.Role, lease: lease, client: client,
 		inflate: newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
 	sess.SetValue(movedKey{}, loc.From)
+	// Its place is taken now, but the session is served only once the
+	// Executor installed its state: a request served on it before would
+	// run without it (outside the transaction the session lost, at the
+	// default consistency). Concurrent requests of the session wait for
+	// the adoption (adoptions.begin).
 	s.mu.Lock()
 	if s.closed || s.clients >= s.cfg.MaxSessions {
 		s.mu.Unlock()
 		sess.close()
 		return codedError{fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions}
 	}
-	s.sessions[c.ID] = sess
 	s.clients++
 	s.perClient[sess.client]++
 	s.mu.Unlock()
-	if err := mig.Adopt(ctx, sess, loc.State); err != nil {
+	err = mig.Adopt(ctx, sess, loc.State)
+	s.mu.Lock()
+	if err == nil && s.closed {
+		// Shut down meanwhile: another node adopts it.
+		err = &LostError{Code: CodeSessionMoving, Node: loc.From}
+	}
+	if err != nil {
 		// Not ended: the Executor undid what it installed, and the
 		// session's state stays with the other nodes for a later try.
-		s.mu.Lock()
-		s.forgetLocked(sess)
+		s.clients--
+		if s.perClient[sess.client]--; s.perClient[sess.client] <= 0 {
+			delete(s.perClient, sess.client)
+		}
 		s.mu.Unlock()
 		sess.close()
 		return err
 	}
+	s.sessions[c.ID] = sess
+	s.mu.Unlock()
 	s.log.Info("session adopted", "session", c.ID, "from", loc.From, "generation", c.Gen, "role", c.Role)
 	return nil
 }
