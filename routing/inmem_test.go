@@ -48,6 +48,8 @@ type inmemNode struct {
 	replica bool
 	db      *engine.DB
 	exec    *Executor
+	// ids signs the sessions of a node of newInmemSessionNet.
+	ids *node.SessionIDs
 
 	applied  atomic.Uint64
 	held     atomic.Bool  // applies nothing until released
@@ -72,6 +74,22 @@ type inmemNode struct {
 // the first is the leader. Every node has table t(id INTEGER).
 func newInmemNet(t *testing.T, ids ...string) *inmemNet {
 	t.Helper()
+	return startInmemNet(t, false, ids...)
+}
+
+// newInmemSessionNet is newInmemNet whose nodes' sessions outlive them:
+// each node signs its sessions' ids and keeps the others' session states
+// (migrate.go), through inmemSessions.
+func newInmemSessionNet(t *testing.T, ids ...string) *inmemNet {
+	t.Helper()
+	return startInmemNet(t, true, ids...)
+}
+
+// inmemSessionKey is the key of the session ids of an inmemNet's nodes.
+var inmemSessionKey = []byte("inmem session id key of 32 bytes")
+
+func startInmemNet(t *testing.T, sessions bool, ids ...string) *inmemNet {
+	t.Helper()
 	n := &inmemNet{t: t, leader: ids[0], keys: map[string]*wal.Result{}}
 	for _, id := range ids {
 		db, err := engine.Open("", engine.Options{Threads: 1})
@@ -80,8 +98,13 @@ func newInmemNet(t *testing.T, ids ...string) *inmemNet {
 		}
 		t.Cleanup(func() { db.Close() })
 		nd := &inmemNode{net: n, id: id, replica: id[0] == 'r', db: db}
-		nd.exec, err = New(Config{ID: id, Store: memStore{nd}, Directory: memDir{n}, Remote: inmemRemote{n},
-			DB: db, Token: "t", SessionWait: 100 * time.Millisecond, LeaderWait: 2 * time.Second})
+		cfg := Config{ID: id, Store: memStore{nd}, Directory: memDir{n}, Remote: inmemRemote{n},
+			DB: db, Token: "t", SessionWait: 100 * time.Millisecond, LeaderWait: 2 * time.Second}
+		if sessions {
+			nd.ids = node.NewSessionIDs(id, inmemSessionKey)
+			cfg.SessionIDs, cfg.SessionAPI = nd.ids, inmemSessions{n}
+		}
+		nd.exec, err = New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,6 +398,45 @@ func (d memDir) Peers() []Peer {
 			Leader: nd.id == d.n.leaderID(), Applied: applied})
 	}
 	return out
+}
+
+// inmemSessions is the SessionAPI of every node of an inmemNet: it hands
+// pushes and lookups to the target node's migrator, and fails them at the
+// transport level while that node is down.
+type inmemSessions struct{ n *inmemNet }
+
+func (a inmemSessions) target(addr string) (*inmemNode, error) {
+	nd := a.n.byAddr(addr)
+	if nd == nil || nd.down.Load() || nd.exec.mig == nil {
+		return nil, fmt.Errorf("%w: %s: %w", nodeapi.ErrUnreachable, addr, errRefused)
+	}
+	return nd, nil
+}
+
+func (a inmemSessions) PushSessions(_ context.Context, addr string, p nodeapi.SessionPush) error {
+	nd, err := a.target(addr)
+	if err != nil {
+		return err
+	}
+	nd.exec.mig.receive(p)
+	return nil
+}
+
+func (a inmemSessions) LookupSession(_ context.Context, addr, id string) (nodeapi.SessionState, bool, error) {
+	nd, err := a.target(addr)
+	if err != nil {
+		return nodeapi.SessionState{}, false, err
+	}
+	s, ok := nd.exec.mig.local(id)
+	return s, ok, nil
+}
+
+func (a inmemSessions) ReadIndex(_ context.Context, addr string) (uint64, error) {
+	nd, err := a.target(addr)
+	if err != nil {
+		return 0, err
+	}
+	return memStore{nd}.CommitIndex(), nil
 }
 
 // inmemRemote is the Remote of every node of an inmemNet.

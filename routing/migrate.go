@@ -329,6 +329,10 @@ func (m *migrator) receive(p nodeapi.SessionPush) {
 	}
 	var superseded []takeover
 	m.mu.Lock()
+	// It is up: a forward to it that failed before (it was down, or
+	// restarting) says nothing any more. Suspected still, its sessions
+	// would be adopted away from it while it holds them.
+	delete(m.suspect, p.From)
 	if p.From != "" && p.FromBoot != 0 && m.boots[p.From] != p.FromBoot {
 		// A node new, or running anew: the copies of its earlier run's
 		// sessions, and those of every other gone holder, go to it now,
@@ -503,12 +507,16 @@ func (m *migrator) reachable(id string) (string, bool) {
 // adopter is the live data node that adopts session id when its holder
 // gone failed: the highest of a hash of the id and each node's id
 // (rendezvous hashing), so every node that sees the same members picks the
-// same one, and no two adopt the session at once.
+// same one, and no two adopt the session at once. Which nodes this one
+// suspects does not count: the others may not, and would pick another.
+// An adopter that is down too is found unreachable when the request is
+// forwarded to it, and the request is answered session_moving until
+// gossip agrees.
 func (m *migrator) adopter(id, gone string) (string, string) {
 	var best, addr string
 	var top uint64
 	for _, p := range m.e.peers() {
-		if p.ID == gone || m.suspected(p.ID) {
+		if p.ID == gone {
 			continue
 		}
 		h := fnv.New64a()
