@@ -5,15 +5,19 @@ TAGS    := duckdb_arrow
 PKGS    := ./...
 # Packages with concurrency that must stay clean under the race detector.
 RACE_PKGS := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/... ./internal/...
+# VERSION is what the binaries say they are (--version, status, the
+# duckraft_build_info metric): the commit, marked when the tree had changes.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/duckraft/duckraft/internal/buildinfo.stamped=$(VERSION)
 
 .PHONY: all build run test race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean
 
 all: build
 
 build:
-	$(GO) build -tags $(TAGS) -o $(BIN)/duckraftd ./cmd/duckraftd
-	$(GO) build -tags $(TAGS) -o $(BIN)/duckraft ./cmd/duckraft
-	$(GO) build -tags $(TAGS) -o $(BIN)/duckraft-bench ./cmd/duckraft-bench
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/duckraftd ./cmd/duckraftd
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/duckraft ./cmd/duckraft
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/duckraft-bench ./cmd/duckraft-bench
 
 # run starts a local node on loopback and prints how to connect.
 run: build

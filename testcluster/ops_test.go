@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,10 @@ func metricsFollowWrites(t *testing.T, opts testcluster.Options) {
 	}
 	if got := metric(t, f, prepares) - prepBefore; got < n {
 		t.Errorf("%d writes moved %s by %v", n, prepares, got)
+	}
+	buildInfo := regexp.MustCompile(`(?m)^duckraft_build_info\{engine="v[0-9][^"]*",goversion="[^"]+",node="` + f.ID + `",version="[^"]+"\} 1$`)
+	if _, body, err := f.OpsGet(daemon.MetricsPath, true); err != nil || !buildInfo.MatchString(body) {
+		t.Errorf("%s's /metrics says no build (%v):\n%s", f.ID, err, grep(body, "duckraft_build_info"))
 	}
 	for _, node := range c.Nodes {
 		series := fmt.Sprintf(`duckraft_raft_applied_index{node="%s"}`, node.ID)

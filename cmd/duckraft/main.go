@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -29,6 +30,7 @@ func (l *stringList) String() string     { return strings.Join(*l, "; ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 const usage = `usage: duckraft [flags]                   interactive shell
+       duckraft --version                  this build's version
        duckraft [flags] -c SQL [-c SQL]    run statements and exit
        duckraft status [--json]            the cluster's members as one node sees them
        duckraft transfer-leader [--to ID]  move leadership to another voter
@@ -46,6 +48,10 @@ flags:
 var commands = []string{"bench", "status", "transfer-leader", "hash", "backup", "node"}
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintf(stdout, "duckraft %s (Go %s)\n", buildinfo.Version(), buildinfo.GoVersion())
+		return 0
+	}
 	name, args := splitCommand(args, commands)
 	switch name {
 	case "bench":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
 )
@@ -69,5 +70,16 @@ func TestCLI(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tc.stderrIn)
 			}
 		})
+	}
+}
+
+// TestVersion: --version names the build and exits 0, without a server.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--version"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("--version: exit %d, stderr %q", code, stderr.String())
+	}
+	if want := "duckraft " + buildinfo.Version() + " (Go "; !strings.HasPrefix(stdout.String(), want) {
+		t.Fatalf("--version printed %q, want it to start with %q", stdout.String(), want)
 	}
 }

@@ -46,10 +46,11 @@ func statusAndNodeRemove(t *testing.T, opts testcluster.Options) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json printed %q: %v", out, err)
 	}
-	if st.ID != via.ID || st.LeaderID != leader.ID || len(st.Members) != 3 {
+	if st.ID != via.ID || st.LeaderID != leader.ID || len(st.Members) != 3 || st.Version == "" || !strings.HasPrefix(st.Engine, "v") {
 		t.Fatalf("status --json: %+v", st)
 	}
-	if code, out, errOut = cli("status", "--token", testcluster.Token, "--server", server); code != 0 || !strings.Contains(out, "leader "+leader.ID) {
+	if code, out, errOut = cli("status", "--token", testcluster.Token, "--server", server); code != 0 || !strings.Contains(out, "leader "+leader.ID) ||
+		!strings.Contains(out, "duckraftd "+st.Version+", DuckDB "+st.Engine) {
 		t.Fatalf("status, flags after: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 

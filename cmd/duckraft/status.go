@@ -39,7 +39,14 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stdout, "node %s: %s, leader %s, applied %d, commit %d\n\n", st.ID, st.State, st.LeaderID, st.Applied, st.Commit)
+	fmt.Fprintf(stdout, "node %s: %s, leader %s, applied %d, commit %d", st.ID, st.State, st.LeaderID, st.Applied, st.Commit)
+	if st.Version != "" {
+		fmt.Fprintf(stdout, "; duckraftd %s", st.Version)
+		if st.Engine != "" {
+			fmt.Fprintf(stdout, ", DuckDB %s", st.Engine)
+		}
+	}
+	fmt.Fprint(stdout, "\n\n")
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tROLE\tSTATE\tQUACK\tRAFT\tAPPLIED\tLAG\tLOAD\tLEADER")
 	for _, m := range st.Members {

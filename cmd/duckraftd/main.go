@@ -22,7 +22,9 @@ import (
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
 	"github.com/duckraft/duckraft/cmd/duckraftd/daemon"
+	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing"
 )
@@ -48,6 +50,7 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	debugAddr     string
+	version       bool
 }
 
 // envPrefix prefixes the environment variable of every flag: --cluster-key
@@ -126,6 +129,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.IntVar(&c.BackupKeep, "backup-keep", daemon.DefaultBackupKeep, "scheduled backups kept in --backup-dir; older ones are deleted")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
+	fs.BoolVar(&c.version, "version", false, "print duckraftd's version and the DuckDB version it embeds, and exit")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's pprof profiler on this address (host:port; requests need Authorization: Bearer <admin token>)")
 	err := ff.Parse(fs, args,
 		ff.WithEnvVarPrefix(envPrefix),
@@ -260,6 +264,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.version {
+		fmt.Println(versionLine())
+		return nil
+	}
 	log, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
 	if err != nil {
 		return err
@@ -370,3 +378,9 @@ var started = time.Now()
 
 // shutdownTimeout bounds a graceful stop.
 const shutdownTimeout = 10 * time.Second
+
+// versionLine is what --version prints: this build, the DuckDB it embeds
+// and the Go that built it.
+func versionLine() string {
+	return fmt.Sprintf("duckraftd %s (DuckDB %s, Go %s)", buildinfo.Version(), engine.LibraryVersion(), buildinfo.GoVersion())
+}

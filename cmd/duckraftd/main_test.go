@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/internal/buildinfo"
 )
 
 // writeConfig writes a --config file with text and returns its path.
@@ -203,5 +206,17 @@ func TestLogFormat(t *testing.T) {
 	}
 	if _, err := newLogger(&bytes.Buffer{}, "info", "xml"); err == nil || !strings.Contains(err.Error(), "--log-format") {
 		t.Errorf("--log-format xml: %v", err)
+	}
+}
+
+// TestVersionFlag: --version is a flag like the others, and what it
+// prints names this build and the DuckDB it embeds.
+func TestVersionFlag(t *testing.T) {
+	c, err := parseFlags([]string{"--version"}, io.Discard)
+	if err != nil || !c.version {
+		t.Fatalf("parseFlags(--version) = %+v, %v", c, err)
+	}
+	if got, want := versionLine(), "duckraftd "+buildinfo.Version()+" (DuckDB v"; !strings.HasPrefix(got, want) {
+		t.Fatalf("version line %q, want it to start with %q", got, want)
 	}
 }

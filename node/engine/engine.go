@@ -134,7 +134,11 @@ func (db *DB) Close() error {
 func (db *DB) Path() string { return db.path }
 
 // Version is the DuckDB library version, e.g. "v2.0.0".
-func (db *DB) Version() string { return bindings.LibraryVersion() }
+func (db *DB) Version() string { return LibraryVersion() }
+
+// LibraryVersion is the version of the DuckDB library linked in, e.g.
+// "v2.0.0", known without opening a database.
+func LibraryVersion() string { return bindings.LibraryVersion() }
 
 // Platform is DuckDB's platform string, e.g. "linux_amd64".
 func (db *DB) Platform() string { return db.platform }

@@ -64,7 +64,12 @@ const (
 
 // Status is a node's view of itself and of the cluster.
 type Status struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Version is the node's build (buildinfo.Version), Engine the DuckDB
+	// version it embeds; "" from builds before them, Engine "" from a
+	// router too.
+	Version  string `json:"version,omitempty"`
+	Engine   string `json:"engine,omitempty"`
 	State    string `json:"state"`
 	LeaderID string `json:"leader_id"`
 	// Term is the node's current Raft term: one that moves means an

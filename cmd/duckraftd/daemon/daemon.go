@@ -25,6 +25,7 @@ import (
 
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
+	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/tokens"
@@ -465,7 +466,11 @@ func (d *Daemon) startNode() error {
 	mux.Handle(nodeapi.WritePath, exec.WriteHandler())
 	handleSessions(mux, exec)
 	creds := d.Credentials()
-	d.statusOf = func() nodeapi.Status { return status(d.store, d.members, exec) }
+	d.statusOf = func() nodeapi.Status {
+		st := status(d.store, d.members, exec)
+		st.Version, st.Engine = buildinfo.Version(), d.db.Version()
+		return st
+	}
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(creds, func(context.Context) (nodeapi.Status, error) {
 		return d.statusOf(), nil
 	}))
@@ -516,7 +521,11 @@ func (d *Daemon) startRouter() error {
 	}
 	mux := http.NewServeMux()
 	handleSessions(mux, exec)
-	d.statusOf = func() nodeapi.Status { return routerStatus(c.ID, d.members, exec) }
+	d.statusOf = func() nodeapi.Status {
+		st := routerStatus(c.ID, d.members, exec)
+		st.Version = buildinfo.Version()
+		return st
+	}
 	mux.Handle(nodeapi.StatusPath, nodeapi.StatusHandler(d.Credentials(), func(context.Context) (nodeapi.Status, error) {
 		return d.statusOf(), nil
 	}))

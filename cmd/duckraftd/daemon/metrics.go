@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/duckraft/duckraft/cluster"
+	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing"
 )
@@ -79,6 +81,10 @@ func newMetrics(id string) (*metrics, error) {
 	for _, o := range []string{"ok", "error"} {
 		m.writes.WithLabelValues(o)
 	}
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "duckraft_build_info",
+		Help:        "Always 1; its labels say which build runs: duckraftd's version, the DuckDB it embeds and the Go that built it.",
+		ConstLabels: prometheus.Labels{"version": buildinfo.Version(), "engine": engine.LibraryVersion(), "goversion": buildinfo.GoVersion()}},
+		func() float64 { return 1 }))
 	sink, err := processSink()
 	if err != nil {
 		return nil, err
