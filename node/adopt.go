@@ -175,6 +175,23 @@ func (a *adoptions) begin(id string) (done chan struct{}, first bool) {
 	return ch, true
 }
 
+// wait returns once no adoption of id is under way here, or ctx's error
+// if it ends first.
+func (a *adoptions) wait(ctx context.Context, id string) error {
+	a.mu.Lock()
+	ch, ok := a.inflight[id]
+	a.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (a *adoptions) end(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -222,39 +239,30 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 		auth: loc.Credential, role: c.Role, lease: lease, client: client,
 		inflate: newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
 	sess.SetValue(movedKey{}, loc.From)
-	// Its place is taken now, but the session is served only once the
-	// Executor installed its state: a request served on it before would
-	// run without it (outside the transaction the session lost, at the
-	// default consistency). Concurrent requests of the session wait for
-	// the adoption (adoptions.begin).
+	// Registered before the Executor installs its state, so that the
+	// other nodes, which learn from the Executor that it is held here,
+	// find it here; requests of it wait until the adoption ends (admit),
+	// since one served before would run without that state (outside the
+	// transaction the session lost, at the default consistency).
 	s.mu.Lock()
 	if s.closed || s.clients >= s.cfg.MaxSessions {
 		s.mu.Unlock()
 		sess.close()
 		return codedError{fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions}
 	}
+	s.sessions[c.ID] = sess
 	s.clients++
 	s.perClient[sess.client]++
 	s.mu.Unlock()
-	err = mig.Adopt(ctx, sess, loc.State)
-	s.mu.Lock()
-	if err == nil && s.closed {
-		// Shut down meanwhile: another node adopts it.
-		err = &LostError{Code: CodeSessionMoving, Node: loc.From}
-	}
-	if err != nil {
+	if err := mig.Adopt(ctx, sess, loc.State); err != nil {
 		// Not ended: the Executor undid what it installed, and the
 		// session's state stays with the other nodes for a later try.
-		s.clients--
-		if s.perClient[sess.client]--; s.perClient[sess.client] <= 0 {
-			delete(s.perClient, sess.client)
-		}
+		s.mu.Lock()
+		s.forgetLocked(sess)
 		s.mu.Unlock()
 		sess.close()
 		return err
 	}
-	s.sessions[c.ID] = sess
-	s.mu.Unlock()
 	s.log.Info("session adopted", "session", c.ID, "from", loc.From, "generation", c.Gen, "role", c.Role)
 	return nil
 }

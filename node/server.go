@@ -560,6 +560,14 @@ func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response)
 		return nil, resp
 	}
 	sess := s.session(h.ConnectionID)
+	if sess != nil && sess.MovedFrom() != "" {
+		// Adopted here, perhaps still: its state may not be installed.
+		if err := s.adopting.wait(ctx, sess.id); err != nil {
+			resp := failure(err)
+			return nil, &resp
+		}
+		sess = s.session(h.ConnectionID)
+	}
 	if sess == nil || s.moved(sess) {
 		// Another node's, or one whose node died (forward.go).
 		var resp *response
