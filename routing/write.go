@@ -260,7 +260,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			}
 			entries = append(entries, mat...)
 		case wal.Stage, wal.Staged, wal.Unstage:
-			// Data and the moves of data that staging sends (stage.go),
+			// Data and the moves of data that staging sends (stagesend.go),
 			// computed nowhere; only builds that gossip staging get them.
 			entries = append(entries, entry)
 		default:
