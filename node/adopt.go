@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -53,37 +54,25 @@ type Locus struct {
 }
 
 // Codes of what a session loses when the node that held it fails
-// (LostError), and of a request that could not follow its session.
+// (LostError), and of a request that could not follow its session; outcome
+// documents each.
 const (
-	// CodeSessionLost: the session's state reached no other node before
-	// its node failed; the client connects again.
-	CodeSessionLost = "session_lost"
-	// CodeResultLost: a FETCH of a result that was being streamed from
-	// the failed node; the client runs the query again.
-	CodeResultLost = "result_lost"
-	// CodeStreamLost: a SEND_DATA of an insert stream open on the failed
-	// node; the client runs the INSERT again.
-	CodeStreamLost = "stream_lost"
-	// CodeTemporaryLost: the session's temporary objects (prepared
-	// statements, secrets) were on the failed node.
-	CodeTemporaryLost = "temporary_lost"
-	// CodeTransactionLost: the session's open transaction was on the
-	// failed node and is rolled back.
-	CodeTransactionLost = "transaction_lost"
-	// CodeRequestLost: the node holding the session failed while it
-	// handled the request; whether it took effect is unknown.
-	CodeRequestLost = "request_lost"
-	// CodeSessionMoving: the request could not reach the node that holds
-	// its session; it was not run, and may be sent again.
-	CodeSessionMoving = "session_moving"
+	CodeSessionLost     = outcome.SessionLost
+	CodeResultLost      = outcome.ResultLost
+	CodeStreamLost      = outcome.StreamLost
+	CodeTemporaryLost   = outcome.TemporaryLost
+	CodeTransactionLost = outcome.TransactionLost
+	CodeRequestLost     = outcome.RequestLost
+	CodeSessionMoving   = outcome.SessionMoving
 )
 
 // LostError answers a request of a session that moved to this node when
 // the node that held it failed, for what could not move with it: the code
 // says what (CodeResultLost, …), the message what to do. Its text is in
-// DuckDB's "<Type> Error: …" form.
+// DuckDB's "<Type> Error: …" form, and it unwraps to the code's sentinel
+// (outcome.ErrSessionLost, …), whose code it is answered with.
 type LostError struct {
-	Code string
+	Code outcome.Code
 	// Node is the node the session was lost with or moved from.
 	Node string
 	// Name is what was lost, where the code does not say it all: the
@@ -125,8 +114,8 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("Connection Error: %s with node %s", e.Code, e.Node)
 }
 
-// ErrorCode implements CodedError.
-func (e *LostError) ErrorCode() string { return e.Code }
+// Unwrap returns the sentinel of e's code.
+func (e *LostError) Unwrap() error { return e.Code.Err() }
 
 // movedKey is the Session value naming the node an adopted session was
 // lost with.
@@ -248,7 +237,7 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 	if s.closed || s.clients >= s.cfg.MaxSessions {
 		s.mu.Unlock()
 		sess.close()
-		return codedError{fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), wire.CodeTooManySessions}
+		return codedError{fmt.Sprintf("too many sessions: the server allows %d", s.cfg.MaxSessions), outcome.TooManySessions}
 	}
 	s.sessions[c.ID] = sess
 	s.clients++
@@ -267,11 +256,15 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 	return nil
 }
 
-// codedError is an error with a code of the server's own.
-type codedError struct{ msg, code string }
+// codedError is an error with a code of the server's own and a message
+// other than its sentinel's.
+type codedError struct {
+	msg  string
+	code outcome.Code
+}
 
-func (e codedError) Error() string     { return e.msg }
-func (e codedError) ErrorCode() string { return e.code }
+func (e codedError) Error() string { return e.msg }
+func (e codedError) Unwrap() error { return e.code.Err() }
 
 // resultGone answers a FETCH whose result the session does not have: an
 // adopted session that has run nothing here yet was streaming it on the

@@ -10,15 +10,17 @@ import (
 	"strings"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
 // ErrAuthentication and ErrAuthorization carry the texts DuckDB's own Quack
-// server uses, so clients show the same messages.
+// server uses, so clients show the same messages. ErrAuthentication is
+// outcome.ErrUnauthorized, answered with its code.
 var (
-	ErrAuthentication = errors.New("Authentication failed")
+	ErrAuthentication = outcome.ErrUnauthorized
 	ErrAuthorization  = errors.New("Authorization failed")
 )
 
@@ -63,12 +65,13 @@ func (a KeyringAuth) Authenticate(_ context.Context, _ string, authString string
 }
 
 // ErrPermission marks a request that the session's role does not allow
-// (PermissionError); callers test for it with errors.Is.
-var ErrPermission = errors.New("Permission Error: the session's token does not allow this")
+// (PermissionError); callers test for it with errors.Is. It is
+// outcome.ErrForbidden, so it is answered with the code forbidden.
+var ErrPermission = outcome.ErrForbidden
 
 // PermissionError refuses what a session's role does not allow. Its text
 // is in DuckDB's "Permission Error: …" form, so a DuckDB client raises a
-// PermissionException, and its code (wire.CodeForbidden) goes in the
+// PermissionException, and its code (forbidden) goes in the
 // answer's header.
 type PermissionError struct {
 	// What names the refused request: a statement's text, "APPEND to
@@ -84,9 +87,6 @@ func (e *PermissionError) Error() string {
 
 // Is makes errors.Is(err, ErrPermission) hold.
 func (e *PermissionError) Is(target error) bool { return target == ErrPermission }
-
-// ErrorCode implements CodedError.
-func (e *PermissionError) ErrorCode() string { return wire.CodeForbidden }
 
 // Require returns a PermissionError for what unless the session's role
 // allows need.

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -34,6 +36,9 @@ func (p *probeExecutor) Query(ctx context.Context, s *node.Session, sql string) 
 	p.mu.Unlock()
 	if sql == "SELECT 'coded'" {
 		return nil, codedError{"pinned 42"}
+	}
+	if code, ok := strings.CutPrefix(sql, "-- refuse "); ok {
+		return nil, fmt.Errorf("refused for the test: %w", outcome.Code(code).Err())
 	}
 	return p.LocalExecutor.Query(ctx, s, sql)
 }
@@ -71,6 +76,29 @@ func TestExecutorSeesRequestHeaderAndCodes(t *testing.T) {
 				t.Fatalf("SQL error arrived as %#v (%v)", se, err)
 			}
 		})
+	}
+}
+
+// TestEveryCodeReachesTheClient: an Executor's error that wraps any of
+// outcome's sentinels is answered with the sentinel's code, and the Go
+// client's error wraps the same sentinel, with the message intact.
+func TestEveryCodeReachesTheClient(t *testing.T) {
+	addr, _ := startServer(t, func(c *node.Config) { c.Executor = &probeExecutor{} })
+	for _, g := range []wire.Generation{wire.Q1, wire.Q3} {
+		c := connect(t, addr, g)
+		for _, code := range outcome.Codes() {
+			_, err := c.Exec(context.Background(), "-- refuse "+string(code))
+			var se *client.ServerError
+			want := "refused for the test: " + code.Err().Error()
+			switch {
+			case !errors.As(err, &se) || se.Code != string(code):
+				t.Errorf("Q%d %s: arrived as %#v (%v)", g, code, se, err)
+			case !errors.Is(err, code.Err()):
+				t.Errorf("Q%d %s: %v does not wrap %v", g, code, err, code.Err())
+			case se.Message != want:
+				t.Errorf("Q%d %s: message %q, want %q", g, code, se.Message, want)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -19,7 +20,7 @@ const (
 	// at once: twice the default message limit.
 	DefaultMaxBodyBytesInFlight int64 = 512 << 20
 	// DefaultBudgetWait is how long a request waits for budget before it
-	// is refused (wire.CodeBusy).
+	// is refused (code busy).
 	DefaultBudgetWait = 5 * time.Second
 )
 
@@ -144,8 +145,8 @@ func (e *errBusy) Error() string {
 	return fmt.Sprintf("the server is busy: it holds as many bytes of %s as it allows (%d); retry the request", e.what, e.limit)
 }
 
-// ErrorCode implements CodedError.
-func (e *errBusy) ErrorCode() string { return wire.CodeBusy }
+// Unwrap makes the answer's code busy.
+func (e *errBusy) Unwrap() error { return outcome.ErrBusy }
 
 // inbound is one request being read, and the budget it holds until it is
 // answered.

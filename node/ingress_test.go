@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -173,7 +174,7 @@ func TestBodyBudgetBoundsBytesInFlight(t *testing.T) {
 				select {
 				case a := <-ch:
 					e, ok := a.msg.(*wire.ErrorResponse)
-					if a.err != nil || !ok || a.code != wire.CodeBusy || !strings.Contains(e.Message, "retry") {
+					if a.err != nil || !ok || a.code != string(outcome.Busy) || !strings.Contains(e.Message, "retry") {
 						t.Fatalf("request %d answered %+v (%v), code %q; want a busy refusal", i, a.msg, a.err, a.code)
 					}
 					refused[i] = true
@@ -226,8 +227,8 @@ func TestBodyBudgetBoundsBytesInFlight(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		if a := wantAnswer(t, waits[2], 30*time.Second, "retry"); a.code != wire.CodeBusy {
-			t.Fatalf("code %q, want %q", a.code, wire.CodeBusy)
+		if a := wantAnswer(t, waits[2], 30*time.Second, "retry"); a.code != string(outcome.Busy) {
+			t.Fatalf("code %q, want %q", a.code, string(outcome.Busy))
 		}
 		if st := srv.IngressStats(); st.BodyBytes > budget {
 			t.Fatalf("%d bytes of bodies in flight, over the budget of %d", st.BodyBytes, budget)
@@ -296,8 +297,8 @@ func TestDecompressionBudget(t *testing.T) {
 			}
 			msg = prepare(second, "SELECT 42")
 			_, quick := startRequest(t, addr, int64(len(msg)), msg)
-			if a := wantAnswer(t, quick, 30*time.Second, "retry"); a.code != wire.CodeBusy {
-				t.Fatalf("code %q, want %q", a.code, wire.CodeBusy)
+			if a := wantAnswer(t, quick, 30*time.Second, "retry"); a.code != string(outcome.Busy) {
+				t.Fatalf("code %q, want %q", a.code, string(outcome.Busy))
 			}
 			// Ending the first session interrupts its query and gives its
 			// bytes back.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -53,8 +54,8 @@ func count(t *testing.T, c *client.Conn, table string) int64 {
 func wantPermissionError(t *testing.T, err error, what string) {
 	t.Helper()
 	var se *client.ServerError
-	if !errors.As(err, &se) || se.Code != wire.CodeForbidden || !strings.Contains(se.Message, "needs the write role") {
-		t.Fatalf("%s: got %v (%#v), want a Permission Error with code %s", what, err, se, wire.CodeForbidden)
+	if !errors.As(err, &se) || se.Code != string(outcome.Forbidden) || !strings.Contains(se.Message, "needs the write role") {
+		t.Fatalf("%s: got %v (%#v), want a Permission Error with code %s", what, err, se, string(outcome.Forbidden))
 	}
 }
 
@@ -109,7 +110,7 @@ func TestRemovedTokenEndsSession(t *testing.T) {
 			keys.Replace((&tokens.Set{}).Add(readToken, tokens.Admin))
 			_, err := writer.Exec(context.Background(), "SELECT 1")
 			var se *client.ServerError
-			if !errors.As(err, &se) || se.Code != wire.CodeUnauthorized || se.Message != node.ErrAuthentication.Error() {
+			if !errors.As(err, &se) || se.Code != string(outcome.Unauthorized) || se.Message != node.ErrAuthentication.Error() {
 				t.Fatalf("a removed token's session ran on: %v (%#v)", err, se)
 			}
 			if got := srv.SessionCount(); got != sessions-1 {

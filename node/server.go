@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
@@ -73,10 +74,23 @@ type SessionEnder interface {
 // A CodedError carries a machine-readable code besides its message. The
 // server sends the code in the wire.ErrorCodeHeader of the ERROR_RESPONSE's
 // HTTP answer, so that a cluster's nodes branch on codes rather than on message
-// text; DuckDB's clients ignore the header.
+// text; DuckDB's clients ignore the header. An error whose code says all
+// there is to say need not be one: wrapping one of outcome's sentinels
+// gives it that sentinel's code (CodeOf).
 type CodedError interface {
 	error
 	ErrorCode() string
+}
+
+// CodeOf is the code the server answers err with: the ErrorCode of the
+// first CodedError err wraps, which may carry more than the code (a
+// node's index), else the code of the first of outcome's sentinels it
+// wraps; "" for neither.
+func CodeOf(err error) string {
+	if ce, ok := errors.AsType[CodedError](err); ok {
+		return ce.ErrorCode()
+	}
+	return string(outcome.Of(err))
 }
 
 // RequestHeader returns the HTTP header of the Quack request whose
@@ -125,7 +139,7 @@ type Config struct {
 	MaxMessageBytes int64
 	// MaxBodyBytesInFlight bounds the bytes of request bodies the server
 	// holds at once, being received or handled; a body that does not fit
-	// waits BudgetWait and is then refused unread (code wire.CodeBusy).
+	// waits BudgetWait and is then refused unread (code busy).
 	// 0 is DefaultMaxBodyBytesInFlight; never less than MaxMessageBytes.
 	MaxBodyBytesInFlight int64
 	// MaxDecompressedBytes bounds the bytes decompressed from compressed
@@ -205,7 +219,7 @@ type RequestStats struct {
 	// be decoded (or the body was too large to read).
 	Type wire.MessageType
 	// Failed is set when the answer was an ERROR_RESPONSE, and Code is its
-	// error code if it had one (wire.CodeUnknownSession, a CodedError's).
+	// error code if it had one (outcome.UnknownSession, CodeOf's).
 	Failed bool
 	Code   string
 	// Duration runs from the request's arrival to the answer's last byte
@@ -481,7 +495,7 @@ type response struct {
 	gen    wire.Generation
 	header wire.Header
 	body   wire.Message
-	// code is an error's CodedError code, sent as wire.ErrorCodeHeader.
+	// code is the error's code (CodeOf), sent as wire.ErrorCodeHeader.
 	code string
 	// bufs are references to the pooled buffers that the body's chunks
 	// are in, released once the response is written.
@@ -495,16 +509,16 @@ func errorResponse(msg string) response {
 	return response{gen: wire.Q1, header: wire.Header{Type: wire.MsgErrorResponse}, body: &wire.ErrorResponse{Message: msg}}
 }
 
-func codedResponse(msg, code string) response {
+func codedResponse(msg string, code outcome.Code) response {
 	resp := errorResponse(msg)
-	resp.code = code
+	resp.code = string(code)
 	return resp
 }
 
 // unknownSession answers a request that names no open session, as
 // DuckDB's server words it.
 func unknownSession() response {
-	return codedResponse("Invalid connection id", wire.CodeUnknownSession)
+	return codedResponse("Invalid connection id", outcome.UnknownSession)
 }
 
 // failure is the ERROR_RESPONSE for err, with its code if it has one and
@@ -512,9 +526,7 @@ func unknownSession() response {
 func failure(err error) response {
 	resp := errorResponse(errorMessage(err))
 	resp.body.(*wire.ErrorResponse).ExceptionType = engine.ExceptionType(err)
-	if ce, ok := errors.AsType[CodedError](err); ok {
-		resp.code = ce.ErrorCode()
-	}
+	resp.code = CodeOf(err)
 	return resp
 }
 
@@ -578,7 +590,7 @@ func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response)
 	now := time.Now()
 	if sess.expired(now) {
 		s.removeSession(sess)
-		resp := codedResponse("Connection heartbeat lease expired", wire.CodeSessionExpired)
+		resp := codedResponse("Connection heartbeat lease expired", outcome.SessionExpired)
 		return nil, &resp
 	}
 	// The token is checked again on every request, so one removed from
@@ -588,7 +600,7 @@ func (s *Server) admit(ctx context.Context, h wire.Header) (*Session, *response)
 	if err != nil {
 		s.removeSession(sess)
 		s.log.Info("session ended: its token is no longer accepted", "session", sess.id)
-		resp := codedResponse(ErrAuthentication.Error(), wire.CodeUnauthorized)
+		resp := codedResponse(ErrAuthentication.Error(), outcome.Unauthorized)
 		return nil, &resp
 	}
 	sess.setRole(role)
@@ -757,7 +769,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		cancel()
 		conn.Close()
 		s.log.Info("session refused", "client", sess.client, "reason", refused)
-		return codedResponse(refused, wire.CodeTooManySessions)
+		return codedResponse(refused, outcome.TooManySessions)
 	}
 	s.sessions[id] = sess
 	if !sess.member {

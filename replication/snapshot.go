@@ -279,7 +279,7 @@ func (s *fsmSnapshot) write(w *frameWriter) error {
 	return w.frame(frameEnd, binary.AppendUvarint(nil, uint64(w.frames)))
 }
 
-// stageTablesQuery lists the staging tables of open transactions (stage.go)
+// stageTablesQuery lists the staging tables of open transactions (stageapply.go)
 // with their DDL.
 const stageTablesQuery = `SELECT table_name, sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = '` +
 	metaSchema + `' AND starts_with(table_name, 'stage_') ORDER BY table_oid`

@@ -20,19 +20,23 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/wal"
 )
 
-// Errors returned by a Store.
+// Errors returned by a Store. Those another node may learn of are
+// outcome's sentinels, which travel between nodes as codes: a peer's
+// answer wraps the same sentinel (errors.Is).
 var (
 	// ErrNotLeader is wrapped by a *NotLeaderError, which names the leader
 	// if one is known.
-	ErrNotLeader = errors.New("replication: not the leader")
+	ErrNotLeader = outcome.ErrNotLeader
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("replication: store closed")
 	// ErrHalted means the FSM stopped applying after a node-local failure;
-	// the node must be restarted.
-	ErrHalted = errors.New("replication: FSM halted")
+	// the node must be restarted. It is a kind of ErrApplyStalled
+	// (errors.Is holds for both), as which other nodes learn of it.
+	ErrHalted error = &kindError{"replication: FSM halted", ErrApplyStalled}
 	// ErrRefused is wrapped by the result of a statement the applier will
 	// not run (transaction control, settings, several statements).
 	ErrRefused = errors.New("replication: statement refused")
@@ -41,19 +45,29 @@ var (
 	// flight, its wait for the apply ended, or the FSM halted before
 	// applying it. It may or may not be applied; retrying with the same
 	// idempotency key applies it at most once.
-	ErrUnknownOutcome = errors.New("replication: outcome unknown")
+	ErrUnknownOutcome = outcome.ErrUnknownOutcome
 	// ErrDiskFull means the leader could not store a write in its log
 	// because its disk is full; the write was not stored, and the leader
 	// steps down.
-	ErrDiskFull = errors.New("replication: the leader's disk is full")
+	ErrDiskFull = outcome.ErrDiskFull
 	// ErrApplyStalled refuses a write, before it enters the log, on a
 	// leader whose applier is retrying an entry it failed to apply for a
 	// node-local reason (Store.Stalled). The write never applies; it may
 	// be sent again.
-	ErrApplyStalled = errors.New("replication: this node's applier is stalled")
+	ErrApplyStalled = outcome.ErrApplyStalled
 
 	errAlreadyApplied = errors.New("already applied")
 )
+
+// kindError is a sentinel that is a kind of another: errors.Is holds for
+// both, and the error travels to other nodes under the other's code.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
 
 // NotLeaderError says that this node is not the leader and who is, so the
 // caller can forward. LeaderID and LeaderAddr are empty when no leader is

@@ -6,11 +6,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/duckraft/duckraft/node/outcome"
 )
 
 // ErrNoSuchVoter means a leadership transfer named a server that is not a
-// voter of the cluster: read replicas cannot lead.
-var ErrNoSuchVoter = errors.New("replication: no such voter")
+// voter of the cluster: read replicas cannot lead. It is outcome's
+// sentinel, which travels between nodes as a code.
+var ErrNoSuchVoter = outcome.ErrNoSuchVoter
 
 // TransferLeadership hands leadership to the voter with ID to, or, when to
 // is empty, to the voter whose log is most up to date, and returns once

@@ -100,7 +100,7 @@ type Config struct {
 	StatementTimeout time.Duration
 	// StageBytes is the size of an open transaction's appends past which
 	// they are staged ahead of its COMMIT, in log entries of about that
-	// size (stage.go); 0 is DefaultStageBytes, negative never stages.
+	// size (stagesend.go); 0 is DefaultStageBytes, negative never stages.
 	StageBytes int
 	// Now is the clock the leader stamps statements with (now(),
 	// current_date, …); nil is time.Now. Tests shift it to fake clock

@@ -12,6 +12,7 @@ import (
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
@@ -486,10 +487,7 @@ func (r inmemRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*
 		return nil, fail
 	}
 	if err != nil {
-		if e, ok := nodeapi.AsError(err); ok {
-			return nil, e
-		}
-		return nil, &nodeapi.Error{Code: nodeapi.CodeFailed, Message: err.Error()}
+		return nil, nodeapi.Answer(err)
 	}
 	enc, err := res.MarshalBinary()
 	if err != nil {
@@ -514,18 +512,15 @@ func (s *inmemSession) reach() error {
 		return errRefused
 	}
 	if s.nd.epoch.Load() != s.epoch {
-		return &client.ServerError{Message: "Invalid connection id", Code: wire.CodeUnknownSession}
+		return &client.ServerError{Message: "Invalid connection id", Code: string(outcome.UnknownSession)}
 	}
 	return nil
 }
 
-// wireError is err as it arrives over Quack.
+// wireError is err as it arrives over Quack, with the code the server
+// answers it with.
 func wireError(err error) error {
-	se := &client.ServerError{Message: engine.RawMessage(err)}
-	if ce, ok := errors.AsType[node.CodedError](err); ok {
-		se.Code = ce.ErrorCode()
-	}
-	return se
+	return &client.ServerError{Message: engine.RawMessage(err), Code: node.CodeOf(err)}
 }
 
 func (s *inmemSession) Query(ctx context.Context, sql string, req nodeapi.Read) (node.Rows, error) {

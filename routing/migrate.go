@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -932,13 +933,9 @@ func (e *Executor) endTxn(st *sessionState) {
 	}
 }
 
-// CodeSettingLost: a session setting could not follow the session to the
-// node that adopted it.
-const CodeSettingLost = "setting_lost"
-
 // settingLost is the error of a session setting that did not follow its
-// session (CodeSettingLost).
+// session, answered with the code setting_lost.
 type settingLost string
 
-func (e settingLost) Error() string     { return string(e) }
-func (e settingLost) ErrorCode() string { return CodeSettingLost }
+func (e settingLost) Error() string { return string(e) }
+func (e settingLost) Unwrap() error { return outcome.ErrSettingLost }

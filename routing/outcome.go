@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -28,11 +29,13 @@ func (e *UnknownOutcomeError) Error() string {
 		"at most once, run SET duckraft_write_key = '%x' and then send the same write again", e.Err, e.Key)
 }
 
-// Unwrap makes errors.Is(err, replication.ErrUnknownOutcome) true.
-func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
+// Unwrap makes errors.Is(err, replication.ErrUnknownOutcome) true, and
+// errors.Is of what Err wraps.
+func (e *UnknownOutcomeError) Unwrap() []error { return []error{outcome.ErrUnknownOutcome, e.Err} }
 
-// ErrorCode implements node.CodedError.
-func (e *UnknownOutcomeError) ErrorCode() string { return string(nodeapi.CodeUnknownOutcome) }
+// ErrorCode implements node.CodedError: whatever code Err carries (a
+// later attempt's), the answer says the outcome is unknown.
+func (e *UnknownOutcomeError) ErrorCode() string { return string(outcome.UnknownOutcome) }
 
 // writeKeySetting recognises SET duckraft_write_key = '<hex>', the
 // idempotency key of the session's next write (UnknownOutcomeError).
@@ -70,8 +73,8 @@ func (st *sessionState) useWriteKey(cmd *wal.Command) bool {
 // log: after it, a later attempt's plain refusal does not make the write
 // failed.
 func inLog(err error) bool {
-	return errors.Is(err, replication.ErrUnknownOutcome) || nodeapi.CodeOf(err) == nodeapi.CodeUnknownOutcome ||
-		errors.Is(err, errLeaderChanged) || errors.Is(err, nodeapi.ErrUnreachable) && !notSent(err)
+	return errors.Is(err, outcome.ErrUnknownOutcome) || errors.Is(err, errLeaderChanged) ||
+		errors.Is(err, nodeapi.ErrUnreachable) && !notSent(err)
 }
 
 // notSent reports whether a request failed before any of it was sent: the
@@ -100,11 +103,12 @@ func (e *NoQuorumError) Error() string {
 		"and was not applied: bring voters back (docs/operations.md)", e.Voters-min(e.Reachable, e.Voters), e.Voters, e.Voters/2+1, e.Waited)
 }
 
-// ErrorCode implements node.CodedError.
-func (e *NoQuorumError) ErrorCode() string { return string(nodeapi.CodeNoQuorum) }
-
-// Unwrap makes errors.Is(err, replication.ErrNotLeader) true.
-func (e *NoQuorumError) Unwrap() error { return replication.ErrNotLeader }
+// Unwrap makes errors.Is(err, outcome.ErrNoQuorum) true, whose code the
+// error is answered with, and errors.Is(err, replication.ErrNotLeader):
+// this node retries it until LeaderWait ends.
+func (e *NoQuorumError) Unwrap() []error {
+	return []error{outcome.ErrNoQuorum, replication.ErrNotLeader}
+}
 
 // noQuorum explains a write that found no leader.
 func (e *Executor) noQuorum() error {
@@ -123,12 +127,6 @@ func (e *Executor) noQuorum() error {
 }
 
 // ErrShuttingDown answers a write on a node that is shutting down: it was
-// not applied; the client reconnects to another node.
-var ErrShuttingDown = errors.New("duckraft: this node is shutting down; the write was not applied: reconnect to another node")
-
-// shuttingDown is ErrShuttingDown as a node.CodedError.
-type shuttingDown struct{}
-
-func (shuttingDown) Error() string     { return ErrShuttingDown.Error() }
-func (shuttingDown) Unwrap() error     { return ErrShuttingDown }
-func (shuttingDown) ErrorCode() string { return string(nodeapi.CodeShuttingDown) }
+// not applied; the client reconnects to another node. It is outcome's
+// sentinel, answered with the code shutting_down.
+var ErrShuttingDown = outcome.ErrShuttingDown

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -196,22 +197,18 @@ func (e *Executor) observeRead(level Level, node string, err error) {
 	}
 }
 
-// retryableRead reports whether a read that failed on one node may run on
-// another: the node was unreachable, could not serve it in time, or had
+// readRetries are the errors on which a read that failed on one node runs
+// on another: the node was unreachable, could not serve it in time, or had
 // forgotten or refused the session. Other errors are the statement's own,
-// which any node would answer alike.
-func retryableRead(err error) bool {
-	if errors.Is(err, errRemote) {
-		return true
-	}
-	switch nodeapi.CodeOf(err) {
-	case nodeapi.CodeBehind, nodeapi.CodeNotLeader, nodeapi.CodePinned,
-		nodeapi.CodeUnknownSession, nodeapi.CodeSessionExpired, nodeapi.CodeTooManySessions,
-		node.CodeSessionLost, node.CodeSessionMoving:
-		return true
-	}
-	return false
-}
+// which any node would answer alike. The sentinels hold for this node's
+// own errors and for another node's answer alike (node/outcome).
+var readRetries = []error{errRemote, outcome.ErrBehind, outcome.ErrNotLeader, outcome.ErrPinned,
+	outcome.ErrUnknownSession, outcome.ErrSessionExpired, outcome.ErrTooManySessions,
+	outcome.ErrSessionLost, outcome.ErrSessionMoving}
+
+// retryableRead reports whether a read that failed on one node may run on
+// another (readRetries).
+func retryableRead(err error) bool { return isAny(err, readRetries) }
 
 // maxApplied is the furthest applied index this node knows of: a bound on
 // what is committed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -235,14 +236,14 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 	rows, err := e.queryWhileAlive(ctx, rc.sess, p.ID, req, sql)
 	if err != nil {
 		n.Add(-1)
-		switch code := nodeapi.CodeOf(err); {
+		switch {
 		case ctx.Err() != nil && !answered(err):
 			// Cancelled or timed out: the client sent the node a CANCEL
 			// and the session there stays usable.
 			return nil, context.Cause(ctx)
 		case !answered(err):
 			return nil, e.unreachable(st, p, rc, err)
-		case code == nodeapi.CodeUnknownSession || code == nodeapi.CodeSessionExpired || code == node.CodeSessionLost:
+		case errors.Is(err, outcome.ErrUnknownSession) || errors.Is(err, outcome.ErrSessionExpired) || errors.Is(err, outcome.ErrSessionLost):
 			// The node restarted or forgot the session: open a new one.
 			st.dropRemote(p.ID, rc)
 		}

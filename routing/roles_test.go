@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -131,7 +132,7 @@ func TestReadTokenCannotWrite(t *testing.T) {
 				for _, sql := range readTokenAttacks(dir) {
 					_, err := run(t, via, s, sql)
 					var pe *node.PermissionError
-					if !errors.Is(err, node.ErrPermission) || !errors.As(err, &pe) || pe.ErrorCode() != wire.CodeForbidden {
+					if !errors.Is(err, node.ErrPermission) || !errors.As(err, &pe) || node.CodeOf(err) != string(outcome.Forbidden) {
 						t.Errorf("in a transaction %v: %s: %v, want a Permission Error", txn, sql, err)
 					}
 				}

@@ -8,18 +8,17 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/wal"
 )
 
 // ErrStatementTimeout is what a read that ran past its statement timeout
-// fails with (errors.Is); the error itself is a *TimeoutError.
-var ErrStatementTimeout = errors.New("duckraft: statement timeout")
-
-// CodeStatementTimeout is the code of a TimeoutError in a Quack answer's
-// error header, so that a router passes a data node's on without retrying
-// the read elsewhere.
-const CodeStatementTimeout = "statement_timeout"
+// fails with (errors.Is); the error itself is a *TimeoutError. It is
+// outcome's sentinel, so a Quack answer carries the code
+// statement_timeout, and a router passes a data node's on without
+// retrying the read elsewhere.
+var ErrStatementTimeout = outcome.ErrStatementTimeout
 
 // TimeoutError is a read interrupted because it ran longer than its
 // session's statement timeout.
@@ -33,9 +32,6 @@ func (e *TimeoutError) Error() string {
 
 // Is makes errors.Is(err, ErrStatementTimeout) hold.
 func (e *TimeoutError) Is(target error) bool { return target == ErrStatementTimeout }
-
-// ErrorCode implements node.CodedError.
-func (e *TimeoutError) ErrorCode() string { return CodeStatementTimeout }
 
 // maxStatementTimeout bounds the session setting; longer is a typo more
 // likely than a wish, and '0' lifts the limit.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/analyze"
@@ -77,7 +79,7 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 			logged = err
 		}
 		if logged == nil && errors.Is(err, replication.ErrClosed) {
-			return nil, shuttingDown{}
+			return nil, ErrShuttingDown
 		}
 		if logged != nil {
 			var uo *UnknownOutcomeError
@@ -119,20 +121,22 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 	}
 }
 
+// writeRetries are the errors on which a write is sent again with the same
+// key: it reached no leader, the leader lost leadership before its outcome
+// was known, or the leader's applier refused it before it entered the log
+// (replication.ErrHalted is a kind of outcome.ErrApplyStalled). The
+// sentinels hold for this node's own errors and for a leader's answer
+// alike (node/outcome).
+var writeRetries = []error{outcome.ErrNotLeader, outcome.ErrUnknownOutcome, outcome.ErrApplyStalled,
+	nodeapi.ErrUnreachable, errLeaderChanged}
+
 // retryableWrite reports whether a write may be sent again with the same
-// key: it reached no leader, or the leader lost leadership before its
-// outcome was known.
-func retryableWrite(err error) bool {
-	if errors.Is(err, replication.ErrNotLeader) || errors.Is(err, replication.ErrUnknownOutcome) ||
-		errors.Is(err, replication.ErrApplyStalled) || errors.Is(err, replication.ErrHalted) ||
-		errors.Is(err, nodeapi.ErrUnreachable) || errors.Is(err, errLeaderChanged) {
-		return true
-	}
-	switch nodeapi.CodeOf(err) {
-	case nodeapi.CodeNotLeader, nodeapi.CodeUnknownOutcome, nodeapi.CodeApplyStalled:
-		return true
-	}
-	return false
+// key (writeRetries).
+func retryableWrite(err error) bool { return isAny(err, writeRetries) }
+
+// isAny reports whether err wraps one of targets.
+func isAny(err error, targets []error) bool {
+	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }
 
 // forwardWrite hands cmd to the leader at addr, and gives up on it as soon
@@ -188,32 +192,25 @@ func (e *Executor) WriteHandler() http.Handler {
 // forwarding node retries on.
 func (e *Executor) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	if !e.cfg.Store.IsLeader() {
-		return nil, nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", replication.ErrNotLeader)
+		return nil, replication.ErrNotLeader
 	}
 	res, err := e.applyOnLeader(ctx, cmd)
 	return res, APIError(err)
 }
 
-// APIError gives a replication error its nodeapi code, so the node that
-// asked knows whether to retry, and a DuckDB error its exception type and
-// raw message, so the node that asked answers its client as this one
-// would; other errors are returned unchanged.
+// APIError is err as this node answers another with it. An error that
+// wraps one of outcome's sentinels (replication's ErrNotLeader, …) is
+// returned unchanged: the answer carries the sentinel's code (outcome.Of),
+// which tells the node that asked whether to retry. A DuckDB error
+// becomes CodeFailed with its exception type and raw message, so the node
+// that asked answers its client as this one would. Other errors are
+// returned unchanged.
 func APIError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, replication.ErrNotLeader):
-		return nodeapi.Errorf(nodeapi.CodeNotLeader, "%v", err)
-	case errors.Is(err, replication.ErrUnknownOutcome):
-		return nodeapi.Errorf(nodeapi.CodeUnknownOutcome, "%v", err)
-	case errors.Is(err, replication.ErrDiskFull):
-		return nodeapi.Errorf(nodeapi.CodeDiskFull, "%v", err)
-	case errors.Is(err, replication.ErrApplyStalled), errors.Is(err, replication.ErrHalted):
-		return nodeapi.Errorf(nodeapi.CodeApplyStalled, "%v", err)
-	case errors.Is(err, replication.ErrNoSuchVoter):
-		return nodeapi.Errorf(nodeapi.CodeNoSuchVoter, "%v", err)
-	case engine.ExceptionType(err) != "":
-		return &nodeapi.Error{Code: nodeapi.CodeFailed, Message: engine.RawMessage(err), Type: engine.ExceptionType(err)}
+	if err == nil || outcome.Of(err) != "" {
+		return err
+	}
+	if typ := engine.ExceptionType(err); typ != "" {
+		return &nodeapi.Error{Code: nodeapi.CodeFailed, Message: engine.RawMessage(err), Type: typ}
 	}
 	return err
 }
@@ -263,7 +260,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			}
 			entries = append(entries, mat...)
 		case wal.Stage, wal.Staged, wal.Unstage:
-			// Data and the moves of data that staging sends (stage.go),
+			// Data and the moves of data that staging sends (stagesend.go),
 			// computed nowhere; only builds that gossip staging get them.
 			entries = append(entries, entry)
 		default:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/testcluster"
 )
@@ -110,7 +111,7 @@ func TestClientCannotReachNodeState(t *testing.T) {
 func wantRefused(t *testing.T, what string, err error) {
 	t.Helper()
 	var se *client.ServerError
-	if !errors.As(err, &se) || se.Code != wire.CodeForbidden || !strings.HasPrefix(se.Message, "duckraft: ") {
-		t.Errorf("%s: %v, want duckraft's refusal (code %s)", what, err, wire.CodeForbidden)
+	if !errors.As(err, &se) || se.Code != string(outcome.Forbidden) || !strings.HasPrefix(se.Message, "duckraft: ") {
+		t.Errorf("%s: %v, want duckraft's refusal (code %s)", what, err, string(outcome.Forbidden))
 	}
 }

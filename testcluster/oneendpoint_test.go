@@ -416,7 +416,7 @@ func (r *endpointRun) worker(t *testing.T, w int, g wire.Generation, server stri
 // lost reports whether err ended the session: it must connect again.
 func lost(err error) bool {
 	code := errorCode(err)
-	return code == node.CodeSessionLost || code == "unauthorized" || code == "unknown_session"
+	return code == string(node.CodeSessionLost) || code == "unauthorized" || code == "unknown_session"
 }
 
 // readOwn reads the row (w, s) the session just wrote: it must be there.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/testcluster"
@@ -38,8 +39,8 @@ func connectAs(t *testing.T, addr, token string, g wire.Generation) *client.Conn
 func wantForbidden(t *testing.T, err error, what string) {
 	t.Helper()
 	var se *client.ServerError
-	if !errors.As(err, &se) || se.Code != wire.CodeForbidden {
-		t.Errorf("%s: %v, want a Permission Error (code %s)", what, err, wire.CodeForbidden)
+	if !errors.As(err, &se) || se.Code != string(outcome.Forbidden) {
+		t.Errorf("%s: %v, want a Permission Error (code %s)", what, err, string(outcome.Forbidden))
 	}
 }
 
@@ -198,7 +199,7 @@ func TestRolesAcrossNodes(t *testing.T) {
 	for {
 		_, err := reader.Exec(ctx, "SELECT 1")
 		var se *client.ServerError
-		if errors.As(err, &se) && se.Code == wire.CodeUnauthorized {
+		if errors.As(err, &se) && se.Code == string(outcome.Unauthorized) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -209,7 +210,7 @@ func TestRolesAcrossNodes(t *testing.T) {
 	for {
 		_, err := routed.Exec(ctx, "INSERT INTO t VALUES (4)")
 		var se *client.ServerError
-		if errors.As(err, &se) && se.Code == wire.CodeForbidden {
+		if errors.As(err, &se) && se.Code == string(outcome.Forbidden) {
 			break
 		}
 		if err == nil && time.Now().Before(deadline) {

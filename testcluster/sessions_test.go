@@ -14,8 +14,8 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/routing"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -222,13 +222,13 @@ func TestSessionsFollowAndOutliveTheirNode(t *testing.T) {
 			b.point(other.QuackAddr)
 			for rows.Next() {
 			}
-			if code := errorCode(rows.Err()); code != node.CodeResultLost {
+			if code := errorCode(rows.Err()); code != string(node.CodeResultLost) {
 				t.Fatalf("streamed result after its node died: %v (code %q), want %s", rows.Err(), code, node.CodeResultLost)
 			}
 			rows.Close()
-			wantCode(t, conn, fmt.Sprintf("INSERT INTO moved VALUES (%d, 3)", g), node.CodeTransactionLost)
-			wantCode(t, conn, "COMMIT", node.CodeTransactionLost)
-			wantCode(t, conn, "EXECUTE p", node.CodeTemporaryLost)
+			wantCode(t, conn, fmt.Sprintf("INSERT INTO moved VALUES (%d, 3)", g), string(node.CodeTransactionLost))
+			wantCode(t, conn, "COMMIT", string(node.CodeTransactionLost))
+			wantCode(t, conn, "EXECUTE p", string(node.CodeTemporaryLost))
 			if got := scalar(t, conn, "SELECT current_setting('TimeZone')"); got != "America/New_York" {
 				t.Fatalf("TimeZone after the move = %s", got)
 			}
@@ -288,7 +288,7 @@ func TestFrozenHolderGivesUpItsSessions(t *testing.T) {
 	owner.Pause()
 	b.point(other.QuackAddr)
 	start := time.Now()
-	wantCode(t, conn, "SELECT 42", node.CodeRequestLost)
+	wantCode(t, conn, "SELECT 42", string(node.CodeRequestLost))
 	t.Logf("the request to the frozen holder was given up after %v", time.Since(start).Round(time.Millisecond))
 	if got := scalar(t, conn, "SELECT current_setting('TimeZone')"); got != "America/New_York" {
 		t.Fatalf("TimeZone after the move = %s", got)
@@ -340,5 +340,5 @@ func TestRouterSettingsOutliveTheirNode(t *testing.T) {
 	if got := scalar(t, conn, "SELECT string_agg(v::VARCHAR, ',' ORDER BY v) FROM keyed"); got != "1" {
 		t.Fatalf("rows after two writes under one key, the first on the node that adopted the session: %s, want 1", got)
 	}
-	wantCode(t, conn, "SELECT count(*) FROM range(100000000) a, range(100000000) b", routing.CodeStatementTimeout)
+	wantCode(t, conn, "SELECT count(*) FROM range(100000000) a, range(100000000) b", string(outcome.StatementTimeout))
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
-	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/routing/classify"
 )
 
@@ -85,7 +85,7 @@ func nodeGone(err error) bool {
 		return false
 	}
 	if se, ok := errors.AsType[*client.ServerError](err); ok {
-		return se.Code == wire.CodeUnknownSession || se.Code == wire.CodeSessionExpired ||
+		return errors.Is(err, outcome.ErrUnknownSession) || errors.Is(err, outcome.ErrSessionExpired) ||
 			se.Message == "Invalid connection id"
 	}
 	return true
@@ -98,7 +98,7 @@ func neverRan(err error) bool {
 		return true
 	}
 	se, ok := errors.AsType[*client.ServerError](err)
-	return ok && (se.Code == wire.CodeUnknownSession || se.Code == wire.CodeSessionExpired || se.Message == "Invalid connection id")
+	return ok && (errors.Is(err, outcome.ErrUnknownSession) || errors.Is(err, outcome.ErrSessionExpired) || se.Message == "Invalid connection id")
 }
 
 // failover replaces a session whose node failed: the next server that

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/duckraft/duckraft/cmd/internal/clusterctl"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -51,7 +53,7 @@ func removeNode(api *nodeapi.Client, addr, id string) (nodeapi.Removal, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		res, err := api.Remove(ctx, leader, id)
 		cancel()
-		if nodeapi.CodeOf(err) == nodeapi.CodeNotLeader && refused < 3 {
+		if errors.Is(err, outcome.ErrNotLeader) && refused < 3 {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/sqlquote"
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -29,8 +30,10 @@ const DefaultPort = 9494
 
 // ServerError is an ERROR_RESPONSE from the server: its message is the
 // server's (DuckDB's) error text. Code is the machine-readable code a
-// duckraft node sends with some errors (wire.ErrorCodeHeader), empty
-// otherwise.
+// duckraft node sends with some errors (wire.ErrorCodeHeader, read by
+// outcome.ParseHeader), empty otherwise; the error unwraps to the code's
+// sentinel, so errors.Is(err, outcome.ErrNotLeader) holds for a node's
+// not_leader.
 type ServerError struct {
 	Message string
 	Code    string
@@ -40,6 +43,13 @@ type ServerError struct {
 }
 
 func (e *ServerError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel of e's code; nil without a code, or with
+// one this build does not know.
+func (e *ServerError) Unwrap() error {
+	code, _, _ := outcome.ParseHeader(e.Code)
+	return code.Err()
+}
 
 // ExceptionType implements engine.ExceptionError, so that a node passes a
 // remote node's exception type on to its own client.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	bindings "github.com/duckdb/duckdb-go-bindings"
 
@@ -26,11 +25,8 @@ import (
 // the parse tree of SELECT statements; it refuses, after parsing, any
 // other statement. Parse uses both.
 type Parser struct {
-	db *DB
-
-	mu     sync.Mutex
-	idle   []*parseConn
-	closed bool
+	db    *DB
+	conns idlePool[*parseConn]
 }
 
 // maxIdleParseConns bounds the connections a Parser keeps between calls;
@@ -73,18 +69,16 @@ func NewParser() (*Parser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parser: %w", err)
 	}
-	return &Parser{db: db}, nil
+	return &Parser{db: db, conns: idlePool[*parseConn]{
+		max:   maxIdleParseConns,
+		open:  func() (*parseConn, error) { return openParseConn(db) },
+		close: (*parseConn).close,
+	}}, nil
 }
 
 // Close closes the Parser; calls made after it fail.
 func (p *Parser) Close() error {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
-	for _, pc := range idle {
-		pc.close()
-	}
+	p.conns.shut()
 	return p.db.Close()
 }
 
@@ -101,7 +95,7 @@ func (p *Parser) Parse(sql string) (Parsed, error) {
 	if err != nil {
 		return Parsed{}, err
 	}
-	defer p.put(pc)
+	defer p.conns.put(pc)
 	text, err := pc.serialize(sql)
 	if err != nil {
 		return Parsed{}, err
@@ -140,7 +134,7 @@ func (p *Parser) Count(sql string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer p.put(pc)
+	defer p.conns.put(pc)
 	return pc.count(sql)
 }
 
@@ -161,46 +155,33 @@ func (p *Parser) SideEffectFunctions() ([]string, error) {
 	return out, nil
 }
 
+// get returns an idle connection, or a new one; the caller puts it back
+// into p.conns.
 func (p *Parser) get() (*parseConn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("parser: closed")
-	}
-	if n := len(p.idle); n > 0 {
-		pc := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return pc, nil
-	}
-	p.mu.Unlock()
-	c, err := p.db.Connect()
+	pc, err := p.conns.get()
 	if err != nil {
-		return nil, fmt.Errorf("parser: %w", err)
-	}
-	pc := &parseConn{c: c}
-	if bindings.Prepare(c.conn, "SELECT json_serialize_sql($1::VARCHAR)", &pc.stmt) == bindings.StateError {
-		err := newError(bindings.PrepareError(pc.stmt), bindings.ErrorTypeInvalid)
-		pc.close()
-		return nil, fmt.Errorf("parser: %w", err)
-	}
-	if pc.reader, err = newReader(wire.LogicalType{ID: wire.TypeVarchar}); err != nil {
-		pc.close()
 		return nil, fmt.Errorf("parser: %w", err)
 	}
 	return pc, nil
 }
 
-func (p *Parser) put(pc *parseConn) {
-	p.mu.Lock()
-	if !p.closed && len(p.idle) < maxIdleParseConns {
-		p.idle = append(p.idle, pc)
-		pc = nil
+// openParseConn connects to db and prepares the json_serialize_sql call.
+func openParseConn(db *DB) (*parseConn, error) {
+	c, err := db.Connect()
+	if err != nil {
+		return nil, err
 	}
-	p.mu.Unlock()
-	if pc != nil {
+	pc := &parseConn{c: c}
+	if bindings.Prepare(c.conn, "SELECT json_serialize_sql($1::VARCHAR)", &pc.stmt) == bindings.StateError {
+		err := newError(bindings.PrepareError(pc.stmt), bindings.ErrorTypeInvalid)
 		pc.close()
+		return nil, err
 	}
+	if pc.reader, err = newReader(wire.LogicalType{ID: wire.TypeVarchar}); err != nil {
+		pc.close()
+		return nil, err
+	}
+	return pc, nil
 }
 
 func (pc *parseConn) close() {

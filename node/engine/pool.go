@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-	"sync"
-)
+import "fmt"
 
 // Pool keeps a few idle connections of a database for short tasks that
 // would otherwise open one each: Connect costs a DuckDB connection and the
@@ -17,12 +13,8 @@ import (
 // that change a connection's session (a SET, a USE, a temporary object)
 // must close it rather than put it back.
 type Pool struct {
-	db  *DB
-	max int
-
-	mu     sync.Mutex
-	idle   []*Conn
-	closed bool
+	db    *DB
+	conns idlePool[*Conn]
 }
 
 // NewPool returns a pool of db's connections that keeps at most maxIdle
@@ -30,30 +22,18 @@ type Pool struct {
 // none is idle connects anew, and a Put into a full pool closes the
 // connection.
 func NewPool(db *DB, maxIdle int) *Pool {
-	return &Pool{db: db, max: maxIdle}
+	return &Pool{db: db, conns: idlePool[*Conn]{max: maxIdle, open: db.Connect, close: func(c *Conn) { c.Close() }}}
 }
 
 // DB is the pool's database.
 func (p *Pool) DB() *DB { return p.db }
 
 // Get returns an idle connection, or a new one when none is idle. The
-// caller gives it back with Put or Discard.
+// caller gives it back with Put or closes it.
 func (p *Pool) Get() (*Conn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("connection pool is closed")
-	}
-	if n := len(p.idle); n > 0 {
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return c, nil
-	}
-	p.mu.Unlock()
-	c, err := p.db.Connect()
+	c, err := p.conns.get()
 	if err != nil {
-		return nil, fmt.Errorf("pool: %w", err)
+		return nil, fmt.Errorf("connection pool: %w", err)
 	}
 	return c, nil
 }
@@ -76,25 +56,12 @@ func (p *Pool) Put(c *Conn) {
 		c.Close()
 		return
 	}
-	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.max {
-		p.mu.Unlock()
-		c.Close()
-		return
-	}
-	p.idle = append(p.idle, c)
-	p.mu.Unlock()
+	p.conns.put(c)
 }
 
 // Close closes the idle connections; connections in use are closed when
 // they are put back. Later Gets fail.
 func (p *Pool) Close() error {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
-	}
+	p.conns.shut()
 	return nil
 }

@@ -46,7 +46,7 @@ func TestPoolReuses(t *testing.T) {
 	if !isClosed(c) || isClosed(a) || isClosed(b) {
 		t.Errorf("with a bound of 2: closed %v %v %v, want only the third", isClosed(a), isClosed(b), isClosed(c))
 	}
-	if n := len(p.idle); n != 2 {
+	if n := len(p.conns.idle); n != 2 {
 		t.Errorf("%d idle, want 2", n)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 // ErrorCodeHeader is the HTTP header with which a duckraft node answers
 // some ERROR_RESPONSEs: a machine-readable code beside the message, for its
-// peers. DuckDB's own server never sends it, and DuckDB's client ignores
-// it.
+// peers (the codes and what they stand for are node/outcome's). DuckDB's
+// own server never sends it, and DuckDB's client ignores it.
 const ErrorCodeHeader = "Duckraft-Error"
 
 // MemberHeader is the HTTP header in which a cluster's member sends the
@@ -22,29 +22,6 @@ const ErrorCodeHeader = "Duckraft-Error"
 // past the limits that keep one client from exhausting it for the others;
 // DuckDB's server ignores the header.
 const MemberHeader = "Duckraft-Member"
-
-// Codes a duckraft node sends in ErrorCodeHeader with its own refusals of a
-// session, so that a peer holding sessions on it knows to open a new one or
-// go elsewhere without parsing DuckDB-compatible message text.
-const (
-	// CodeUnknownSession: the request names no open session (the node
-	// restarted, or the session ended).
-	CodeUnknownSession = "unknown_session"
-	// CodeSessionExpired: the session's heartbeat lease ran out.
-	CodeSessionExpired = "session_expired"
-	// CodeTooManySessions: the node holds as many sessions as it allows.
-	CodeTooManySessions = "too_many_sessions"
-	// CodeUnauthorized: the session's token is no longer accepted (it
-	// was removed from the node's tokens file); the session has ended.
-	CodeUnauthorized = "unauthorized"
-	// CodeForbidden: the session's token holds a role that does not
-	// allow the request (a read token's write); the session stays open.
-	CodeForbidden = "forbidden"
-	// CodeBusy: the node is receiving as many request bytes as it allows
-	// at once (bodies in flight, or bytes being decompressed); the request
-	// was not read, and may be sent again.
-	CodeBusy = "busy"
-)
 
 // MessageType is field 1 of the message header (§8.2). A few values mean
 // different messages in different generations; the constants carry both

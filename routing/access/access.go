@@ -21,7 +21,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/duckraft/duckraft/node/wire"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -783,7 +783,7 @@ func (r *refusal) Unwrap() error { return r.err }
 func (r *refusal) ExceptionType() string { return "Permission" }
 
 // ErrorCode implements node.CodedError.
-func (r *refusal) ErrorCode() string { return wire.CodeForbidden }
+func (r *refusal) ErrorCode() string { return string(outcome.Forbidden) }
 
 // namesHidden returns the hidden schema s names as a word of its own (a
 // name DuckDB may read from it), or "".

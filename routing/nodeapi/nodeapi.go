@@ -7,8 +7,9 @@
 //
 // Control data never travels inside SQL text or error messages: a routed
 // read's requirement is the ReadHeader of its Quack request, a refusal's
-// reason is a Code in the ErrorHeader of the answer, and a forwarded write
-// is a wal command in wal's own encoding.
+// reason is a Code in the ErrorHeader of the answer (node/outcome's, each
+// standing for a sentinel error the decoded Error wraps), and a forwarded
+// write is a wal command in wal's own encoding.
 package nodeapi
 
 import (
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -127,56 +129,38 @@ type Removal struct {
 	Left bool `json:"left"`
 }
 
-// A Code says why a node refused a request, for the node that sent it.
-type Code string
+// Code is a refusal's code: outcome's, whose table pairs each code with
+// the sentinel error it stands for (Error unwraps to it).
+type Code = outcome.Code
 
-// Codes. Those a caller may retry elsewhere or later say so.
+// The codes under the names this API's callers use; outcome documents
+// each.
 const (
-	// CodeNotLeader: the node does not lead; ask the leader (retry).
-	CodeNotLeader Code = "not_leader"
-	// CodeUnknownOutcome: leadership was lost while the write was in
-	// flight; it may or may not have applied, so it is retried with the
-	// same idempotency key, which makes it apply once.
-	CodeUnknownOutcome Code = "unknown_outcome"
-	// CodeApplyStalled: the leader's applier is retrying an entry (or
-	// halted) and refused the write before it entered the log; it may be
-	// sent again.
-	CodeApplyStalled Code = "apply_stalled"
-	// CodeShuttingDown: the node is shutting down; ask another.
-	CodeShuttingDown Code = "shutting_down"
-	// CodeDiskFull: the leader's disk is full; the write was not stored.
-	CodeDiskFull Code = "disk_full"
-	// CodeNoQuorum: no leader was known within the write's wait; the
-	// message says how many voters are unreachable.
-	CodeNoQuorum Code = "no_quorum"
-	// CodeBehind: the node has not applied the index a read needs
-	// (Error.Index is its applied index); another node may serve it.
-	CodeBehind Code = "behind"
-	// CodePinned: a split-scan share cannot read at the pinned index
-	// because the node has applied past it (Error.Index is where it is).
-	CodePinned Code = "pinned"
-	// CodeNoSuchVoter: a leadership transfer named no voter.
-	CodeNoSuchVoter Code = "no_such_voter"
-	// CodeNoSuchMember: a removal named no member of the Raft
-	// configuration.
-	CodeNoSuchMember Code = "no_such_member"
-	// CodeUnauthorized: the request lacks the credential its path needs
-	// (a client token or the node credential).
-	CodeUnauthorized Code = wire.CodeUnauthorized
-	// CodeForbidden: the request's token holds a role that does not allow
-	// it (a write token's leadership transfer, a read token's write).
-	CodeForbidden Code = wire.CodeForbidden
-	// CodeBadRequest: the request is malformed.
-	CodeBadRequest Code = "bad_request"
-	// CodeBusy: the node is already doing this (a backup); retry later.
-	CodeBusy Code = "busy"
-	// CodeFailed: the request's own error (a statement's), which any node
-	// would answer alike.
-	CodeFailed Code = "failed"
+	CodeNotLeader       = outcome.NotLeader
+	CodeUnknownOutcome  = outcome.UnknownOutcome
+	CodeApplyStalled    = outcome.ApplyStalled
+	CodeShuttingDown    = outcome.ShuttingDown
+	CodeDiskFull        = outcome.DiskFull
+	CodeNoQuorum        = outcome.NoQuorum
+	CodeBehind          = outcome.Behind
+	CodePinned          = outcome.Pinned
+	CodeNoSuchVoter     = outcome.NoSuchVoter
+	CodeNoSuchMember    = outcome.NoSuchMember
+	CodeNoSuchSession   = outcome.NoSuchSession
+	CodeUnauthorized    = outcome.Unauthorized
+	CodeForbidden       = outcome.Forbidden
+	CodeBadRequest      = outcome.BadRequest
+	CodeBusy            = outcome.Busy
+	CodeFailed          = outcome.Failed
+	CodeUnknownSession  = outcome.UnknownSession
+	CodeSessionExpired  = outcome.SessionExpired
+	CodeTooManySessions = outcome.TooManySessions
 )
 
 // Error is a refusal with its code. It implements node.CodedError, so a
-// Quack answer carries the code in ErrorHeader.
+// Quack answer carries the code in ErrorHeader, and it unwraps to its
+// code's sentinel: errors.Is(err, outcome.ErrNotLeader) holds for a peer's
+// not_leader as for this node's own.
 type Error struct {
 	Code Code
 	// Index is the node's applied index, for CodeBehind and CodePinned.
@@ -190,16 +174,15 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// Unwrap returns the sentinel of e's code; nil for a code this build does
+// not know.
+func (e *Error) Unwrap() error { return e.Code.Err() }
+
 // ExceptionType implements engine.ExceptionError.
 func (e *Error) ExceptionType() string { return e.Type }
 
 // ErrorCode is the ErrorHeader value: the code, then the index if any.
-func (e *Error) ErrorCode() string {
-	if e.Index == 0 {
-		return string(e.Code)
-	}
-	return string(e.Code) + " " + strconv.FormatUint(e.Index, 10)
-}
+func (e *Error) ErrorCode() string { return outcome.Header(e.Code, e.Index) }
 
 // ErrorHeader is the HTTP header that carries an Error's code, on Quack
 // answers and on this package's own.
@@ -211,19 +194,11 @@ const ExceptionTypeHeader = "Duckraft-Exception-Type"
 // parseError reads an ErrorHeader value; ok is false for a value that is
 // not one.
 func parseError(v, msg string) (*Error, bool) {
-	code, idx, hasIdx := strings.Cut(v, " ")
-	e := &Error{Code: Code(code), Message: msg}
-	if code == "" {
+	code, idx, ok := outcome.ParseHeader(v)
+	if !ok {
 		return nil, false
 	}
-	if hasIdx {
-		n, err := strconv.ParseUint(idx, 10, 64)
-		if err != nil {
-			return nil, false
-		}
-		e.Index = n
-	}
-	return e, true
+	return &Error{Code: code, Index: idx, Message: msg}, true
 }
 
 // AsError returns err's Error: one of this package's answers, or a Quack
@@ -321,10 +296,3 @@ func ReadFrom(h http.Header) (r Read, ok bool, err error) {
 	}
 	return Read{}, false, Errorf(CodeBadRequest, "duckraft: malformed %s header %q", ReadHeader, v)
 }
-
-// Codes of a node's own refusals of a Quack session (see wire).
-const (
-	CodeUnknownSession  Code = wire.CodeUnknownSession
-	CodeSessionExpired  Code = wire.CodeSessionExpired
-	CodeTooManySessions Code = wire.CodeTooManySessions
-)

@@ -3,12 +3,14 @@ package nodeapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -43,6 +45,49 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 	}
 	if _, ok := AsError(&client.ServerError{Message: "x", Code: "pinned x"}); ok {
 		t.Error("a malformed code was accepted")
+	}
+}
+
+// TestEveryCodeRoundTrips: an error wrapping any code's sentinel, answered
+// by a handler, comes back from the client with that code, wrapping the
+// same sentinel and with the same message; the index of behind and pinned
+// answers survives too. This is the one encoding a forwarded write, a
+// transfer, a removal and a session lookup answer with.
+func TestEveryCodeRoundTrips(t *testing.T) {
+	const node = "node-credential"
+	srv := httptest.NewServer(WriteHandler(node, func(_ context.Context, cmd wal.Command) (*wal.Result, error) {
+		code := outcome.Code(cmd.Entry.(wal.Statement).SQL)
+		if code == CodeBehind {
+			return nil, &Error{Code: code, Index: 42, Message: "node n1 is at 42"}
+		}
+		return nil, fmt.Errorf("node n1 refused %s: %w", code, code.Err())
+	}))
+	defer srv.Close()
+	c := &Client{Node: node}
+	for _, code := range outcome.Codes() {
+		t.Run(string(code), func(t *testing.T) {
+			_, err := c.Write(context.Background(), strings.TrimPrefix(srv.URL, "http://"), wal.Command{Entry: wal.Statement{SQL: string(code)}})
+			want := fmt.Sprintf("node n1 refused %s: %v", code, code.Err())
+			if code == CodeBehind {
+				want = "node n1 is at 42"
+			}
+			e, ok := AsError(err)
+			switch {
+			case !ok || e.Code != code:
+				t.Fatalf("came back as %#v (%v), want code %s", e, err, code)
+			case !errors.Is(err, code.Err()):
+				t.Errorf("%v does not wrap %v", err, code.Err())
+			case err.Error() != want:
+				t.Errorf("message %q, want %q", err.Error(), want)
+			case code == CodeBehind && e.Index != 42:
+				t.Errorf("index %d, want 42", e.Index)
+			}
+			// The same code in a Quack answer's header.
+			se := &client.ServerError{Message: want, Code: e.ErrorCode()}
+			if !errors.Is(se, code.Err()) || CodeOf(se) != code {
+				t.Errorf("as a Quack answer: %#v wraps %v, code %q", se, errors.Unwrap(se), CodeOf(se))
+			}
+		})
 	}
 }
 

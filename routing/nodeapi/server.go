@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -123,13 +124,25 @@ func status(c Code) int {
 	return http.StatusInternalServerError
 }
 
-// writeError answers err: an Error's code in ErrorHeader, its message as
-// the body.
-func writeError(w http.ResponseWriter, err error) {
-	e, ok := AsError(err)
-	if !ok {
-		e = &Error{Code: CodeFailed, Message: err.Error()}
+// Answer is err as this API answers it: an Error as it is; any other
+// error with the code of the first sentinel it wraps (outcome.Of), or
+// CodeFailed. The client decodes the answer into an Error that unwraps to
+// that code's sentinel.
+func Answer(err error) *Error {
+	if e, ok := AsError(err); ok {
+		return e
 	}
+	code := outcome.Of(err)
+	if code == "" {
+		code = CodeFailed
+	}
+	return &Error{Code: code, Message: err.Error()}
+}
+
+// writeError answers err: its code in ErrorHeader, its message as the
+// body.
+func writeError(w http.ResponseWriter, err error) {
+	e := Answer(err)
 	w.Header().Set(ErrorHeader, e.ErrorCode())
 	if e.Type != "" {
 		w.Header().Set(ExceptionTypeHeader, e.Type)
@@ -167,17 +180,15 @@ func jsonHandler[T any](creds Credentials, get func(context.Context) (T, error))
 
 // TransferHandler serves TransferPath: transfer hands leadership to the
 // voter to (any voter when empty) and returns the leader before and after;
-// its error should be an Error with CodeNotLeader (the answer then names
-// the leader this node knows, so callers can ask that one) or
-// CodeNoSuchVoter. Only admin tokens and members may ask.
+// its error should have the code not_leader (the answer then names the
+// leader this node knows, so callers can ask that one) or no_such_voter:
+// an Error, or an error wrapping the code's sentinel (Answer). Only admin
+// tokens and members may ask.
 func TransferHandler(creds Credentials, transfer func(to string) (Transfer, error)) http.Handler {
 	return Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 		out, err := transfer(r.URL.Query().Get("to"))
 		if err != nil {
-			e, ok := AsError(err)
-			if !ok {
-				e = &Error{Code: CodeFailed, Message: err.Error()}
-			}
+			e := Answer(err)
 			out.Error = e.Message
 			w.Header().Set(ErrorHeader, e.ErrorCode())
 			w.Header().Set("Content-Type", "application/json")
@@ -190,8 +201,8 @@ func TransferHandler(creds Credentials, transfer func(to string) (Transfer, erro
 }
 
 // RemoveHandler serves RemovePath: remove takes the member id out of the
-// cluster. Its error should be an Error with CodeNotLeader, CodeNoSuchMember
-// or CodeBadRequest (the leader itself, a member that could not be told to
+// cluster. Its error should have the code not_leader, no_such_member or
+// bad_request (Answer) (the leader itself, a member that could not be told to
 // leave). It needs an admin token or the node credential.
 func RemoveHandler(creds Credentials, remove func(ctx context.Context, id string) (Removal, error)) http.Handler {
 	return Require(creds, tokens.Admin, http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
@@ -223,9 +234,9 @@ func LeaveHandler(node string, leave func()) http.Handler {
 }
 
 // WriteHandler serves WritePath: apply applies a forwarded command on the
-// leader. Its error should be an Error whose code tells the forwarding node
-// whether to retry (CodeNotLeader, CodeUnknownOutcome); any other error is
-// the write's own. Only members, holding the node credential, may forward:
+// leader. Its error's code (Answer: an Error's, or that of the sentinel it
+// wraps) tells the forwarding node whether to retry (not_leader,
+// unknown_outcome, apply_stalled); any other error is the write's own. Only members, holding the node credential, may forward:
 // the leader applies the command as it is, without the checks a client's
 // statement goes through on the node that took it.
 func WriteHandler(node string, apply func(context.Context, wal.Command) (*wal.Result, error)) http.Handler {

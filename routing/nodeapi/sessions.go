@@ -25,10 +25,6 @@ const (
 	ReadIndexPath = "/duckraft/v1/read-index"
 )
 
-// CodeNoSuchSession: the node neither holds the session nor keeps a copy
-// of its state.
-const CodeNoSuchSession Code = "no_such_session"
-
 // Limits of a SessionPush, which a receiving node checks: a member is
 // trusted with the data, not with the receiver's memory.
 const (

@@ -93,8 +93,8 @@ func newMetrics(id string) (*metrics, error) {
 	return m, nil
 }
 
-// outcome labels an error.
-func outcome(err error) string {
+// outcomeLabel labels an error.
+func outcomeLabel(err error) string {
 	if err != nil {
 		return "error"
 	}
@@ -142,11 +142,11 @@ func (m *metrics) observeRead(level routing.Level, servedBy string, err error) {
 	if servedBy == "" {
 		servedBy = "none"
 	}
-	m.reads.WithLabelValues(string(level), servedBy, outcome(err)).Inc()
+	m.reads.WithLabelValues(string(level), servedBy, outcomeLabel(err)).Inc()
 }
 
 // observeWrite is routing.Config.ObserveWrite.
-func (m *metrics) observeWrite(err error) { m.writes.WithLabelValues(outcome(err)).Inc() }
+func (m *metrics) observeWrite(err error) { m.writes.WithLabelValues(outcomeLabel(err)).Inc() }
 
 // observeSnapshot is replication.Config.ObserveSnapshot.
 func (m *metrics) observeSnapshot(took time.Duration, bytes int64, err error) {

@@ -12,7 +12,7 @@ import (
 const DefaultStageTimeout = 10 * time.Minute
 
 // startSweeper drops the staged rows of transactions whose node went away
-// before COMMIT or ROLLBACK (routing/stage.go): a node unstages what its
+// before COMMIT or ROLLBACK (routing/stagesend.go): a node unstages what its
 // own sessions staged, but a node that crashed cannot. The leader sweeps,
 // so that the stages it reads are all that is committed.
 func (d *Daemon) startSweeper() {

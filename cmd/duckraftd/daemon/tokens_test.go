@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
 
@@ -153,13 +154,13 @@ func TestReloadTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	var se *client.ServerError
-	if _, err := reader.Exec(ctx, "SELECT 1"); !errors.As(err, &se) || se.Code != wire.CodeUnauthorized {
+	if _, err := reader.Exec(ctx, "SELECT 1"); !errors.As(err, &se) || se.Code != string(outcome.Unauthorized) {
 		t.Fatalf("the removed token's session: %v", err)
 	}
 	if _, err := connectAs(t, d, readTok); err == nil {
 		t.Fatal("the removed token connects")
 	}
-	if _, err := writer.Exec(ctx, "INSERT INTO r VALUES (2)"); !errors.As(err, &se) || se.Code != wire.CodeForbidden {
+	if _, err := writer.Exec(ctx, "INSERT INTO r VALUES (2)"); !errors.As(err, &se) || se.Code != string(outcome.Forbidden) {
 		t.Fatalf("the demoted token's insert: %v", err)
 	}
 	if _, err := writer.Exec(ctx, "SELECT count(*) FROM r"); err != nil {

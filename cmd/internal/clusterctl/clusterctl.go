@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -139,7 +140,7 @@ func TransferLeader(api *nodeapi.Client, addr, to string) (nodeapi.Transfer, err
 		switch {
 		case err == nil:
 			return res, nil
-		case nodeapi.CodeOf(err) == nodeapi.CodeNotLeader && refused < 3:
+		case errors.Is(err, outcome.ErrNotLeader) && refused < 3:
 			// Leadership moved since the lookup: look again.
 			refused++
 			time.Sleep(100 * time.Millisecond)
