@@ -442,7 +442,7 @@ func metricSum(body, name string, labels ...string) float64 {
 	var sum float64
 	for line := range strings.Lines(body) {
 		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest[0] != '{' && rest[0] != ' ') {
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 			continue
 		}
 		var set string

@@ -61,7 +61,8 @@ duckraft_forwarded_requests_total{node="n1",outcome="retried"} 3
 duckraft_forwarded_requests_total_extra{node="n1",outcome="relayed"} 100
 duckraft_sessions_lost_total{node="n1"} 2
 duckraft_quack_sessions 4
-`
+duckraft_truncated{node="n1"
+duckraft_quack_sessions`
 	for _, tc := range []struct {
 		name   string
 		labels []string
@@ -74,6 +75,7 @@ duckraft_quack_sessions 4
 		{"duckraft_sessions_lost_total", nil, 2},
 		{"duckraft_quack_sessions", nil, 4},
 		{"duckraft_missing", nil, 0},
+		{"duckraft_truncated", nil, 0},
 	} {
 		if got := metricSum(body, tc.name, tc.labels...); got != tc.want {
 			t.Errorf("metricSum(%s, %v) = %v, want %v", tc.name, tc.labels, got, tc.want)
