@@ -51,13 +51,17 @@ fuzz:
 # peers (PostgreSQL with a synchronous standby, started by
 # scripts/bench-peers.sh and installed from Debian when missing; in-process
 # DuckDB; duckraft with 1 and 3 nodes) and regenerates docs/benchmarks.md's
-# generated section and docs/img/bench-*.png (about 12 minutes). Each
-# benchmark's length is a variable.
+# generated section and docs/img/bench-*.png (about 13 minutes). Each
+# benchmark's length is a variable; FAILOVER_VIA (nginx or haproxy) is the
+# balancer of the one-endpoint failover, FAILOVER_LB_KILLS its kills of
+# each kind (about 20 s each).
 WRITES_DURATION   ?= 10s
 WRITES_CLIENTS    ?= 1,8,64
 BULK_ROWS         ?= 2000000
 BULK_RUNS         ?= 3
 FAILOVER_DURATION ?= 20s
+FAILOVER_VIA      ?= nginx
+FAILOVER_LB_KILLS ?= 1
 LAG_DURATION      ?= 15s
 READS_DURATION    ?= 10s
 INGEST_ROWS       ?= 1000000
@@ -67,7 +71,8 @@ CAP_ROWS          ?= 1000000
 CAP_SCANS         ?= 5
 bench: build
 	BIN=$(BIN) WRITES_DURATION=$(WRITES_DURATION) WRITES_CLIENTS=$(WRITES_CLIENTS) BULK_ROWS=$(BULK_ROWS) \
-		BULK_RUNS=$(BULK_RUNS) FAILOVER_DURATION=$(FAILOVER_DURATION) LAG_DURATION=$(LAG_DURATION) \
+		BULK_RUNS=$(BULK_RUNS) FAILOVER_DURATION=$(FAILOVER_DURATION) FAILOVER_VIA=$(FAILOVER_VIA) \
+		FAILOVER_LB_KILLS=$(FAILOVER_LB_KILLS) LAG_DURATION=$(LAG_DURATION) \
 		READS_DURATION=$(READS_DURATION) INGEST_ROWS=$(INGEST_ROWS) INGEST_RUNS=$(INGEST_RUNS) \
 		CAP_RATE=$(CAP_RATE) CAP_ROWS=$(CAP_ROWS) CAP_SCANS=$(CAP_SCANS) ./scripts/bench.sh
 

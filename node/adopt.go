@@ -190,7 +190,7 @@ func (a *adoptions) end(id string) {
 
 // adopt opens session c here, as loc says, unless a concurrent request of
 // it already has.
-func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc Locus, client string) error {
+func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc Locus, client string) (err error) {
 	for {
 		if s.session(c.ID) != nil {
 			return nil
@@ -208,6 +208,9 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 	defer s.adopting.end(c.ID)
 	if s.session(c.ID) != nil {
 		return nil
+	}
+	if s.cfg.ObserveAdopt != nil {
+		defer func() { s.cfg.ObserveAdopt(err) }()
 	}
 	lease := loc.Lease
 	switch {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/duckraft/duckraft/node/tokens"
@@ -168,6 +169,7 @@ func (s *Server) elsewhere(ctx context.Context, h wire.Header) (*Session, *respo
 	defer cancel()
 	loc, err := mig.Locate(mctx, c, hops, "")
 	if err != nil {
+		s.noteLost(c.ID, err)
 		resp := failureIn(c.Gen, err)
 		return nil, &resp
 	}
@@ -232,29 +234,98 @@ func (s *Server) serveElsewhere(ctx context.Context, w http.ResponseWriter, in *
 		err := s.relay(w, in.r, mig, a.claims.ID, loc, a.hops+1, in.buf)
 		switch {
 		case err == nil:
+			s.observeForward(ForwardRelayed)
 			return resp, true
 		case ctx.Err() != nil:
 			// The client went away (a FETCH read ahead and no longer
 			// wanted): nothing to answer, and nothing learned of the
 			// node.
+			s.observeForward(ForwardCanceled)
 			return resp, true
 		case errors.Is(err, errNotReached) || movable(h.Type):
 			// The node never saw it, or the request is one the
 			// session answers alike anywhere: find the session anew.
 			s.log.Info("forward failed, locating the session again", "session", a.claims.ID, "node", loc.Node, "err", err)
+			s.observeForward(ForwardRetried)
 			unreachable = loc.Node
 		default:
 			s.log.Warn("forward failed after the request reached the node", "session", a.claims.ID, "node", loc.Node, "err", err)
+			s.observeForward(ForwardLost)
 			return failureIn(a.claims.Gen, &LostError{Code: CodeRequestLost, Node: loc.Node}), false
 		}
 		mctx, cancel := moveContext(ctx)
 		loc, err = mig.Locate(mctx, a.claims, a.hops, unreachable)
 		cancel()
 		if err != nil {
+			s.noteLost(a.claims.ID, err)
 			return failureIn(a.claims.Gen, err), false
 		}
 	}
 	return failureIn(a.claims.Gen, &LostError{Code: CodeSessionMoving, Node: unreachable}), false
+}
+
+// ForwardOutcome is how a request forwarded to the node holding its
+// session ended (Config.ObserveForward).
+type ForwardOutcome string
+
+const (
+	// ForwardRelayed: the node answered, and its answer was relayed.
+	ForwardRelayed ForwardOutcome = "relayed"
+	// ForwardRetried: the node could not be reached, or failed before
+	// answering a request that may be sent again; the session was
+	// located anew, and the request went there or the session was
+	// adopted here.
+	ForwardRetried ForwardOutcome = "retried"
+	// ForwardLost: the node failed after it had the request, which was
+	// answered request_lost.
+	ForwardLost ForwardOutcome = "lost"
+	// ForwardCanceled: the client went away before the answer came.
+	ForwardCanceled ForwardOutcome = "canceled"
+)
+
+func (s *Server) observeForward(o ForwardOutcome) {
+	if s.cfg.ObserveForward != nil {
+		s.cfg.ObserveForward(o)
+	}
+}
+
+// maxLostSessions bounds the sessions a server remembers it found lost.
+const maxLostSessions = 4096
+
+// lostSessions are the sessions a server found lost, so that each is told
+// ObserveSessionLost once however often its client sends again under its
+// id. Past maxLostSessions it forgets them all: a client that keeps
+// sending for a lost session is rare, and counting one twice harmless.
+type lostSessions struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+// first records id and reports whether it is new.
+func (l *lostSessions) first(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.ids[id]; ok {
+		return false
+	}
+	if l.ids == nil || len(l.ids) >= maxLostSessions {
+		l.ids = make(map[string]struct{})
+	}
+	l.ids[id] = struct{}{}
+	return true
+}
+
+// noteLost tells ObserveSessionLost of session id when err, the answer to
+// one of its requests, says no live node held its state, the first time
+// this server answers so.
+func (s *Server) noteLost(id string, err error) {
+	var le *LostError
+	if s.cfg.ObserveSessionLost == nil || !errors.As(err, &le) || le.Code != CodeSessionLost {
+		return
+	}
+	if s.lost.first(id) {
+		s.cfg.ObserveSessionLost()
+	}
 }
 
 // serveAdopted handles a request read whole into in.buf, whose session

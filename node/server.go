@@ -210,7 +210,17 @@ type Config struct {
 	// the daemon counts them for its metrics. It runs on the request's
 	// goroutine, after the answer is written, so it must be quick.
 	ObserveRequest func(RequestStats)
-	Logger         *slog.Logger
+	// ObserveForward, ObserveAdopt and ObserveSessionLost, if set, are
+	// told what the server did for sessions it does not hold (forward.go,
+	// adopt.go): each request it forwarded to the node holding its
+	// session, with how that ended; each session it adopted when its node
+	// failed, with the error that undid the adoption if one did; each
+	// session it found lost, once. The daemon counts them for its
+	// metrics. They run on the request's goroutine, so must be quick.
+	ObserveForward     func(ForwardOutcome)
+	ObserveAdopt       func(error)
+	ObserveSessionLost func()
+	Logger             *slog.Logger
 }
 
 // RequestStats describes one answered Quack request.
@@ -251,6 +261,9 @@ type Server struct {
 	closed    bool
 	// adopting serialises the adoptions of each session (adopt.go).
 	adopting adoptions
+	// lost are sessions found lost, told ObserveSessionLost once
+	// (forward.go).
+	lost lostSessions
 }
 
 // New returns a Server for cfg.

@@ -27,6 +27,8 @@ dsn=$(scripts/bench-peers.sh start "$pgdir")
 	--rows "${BULK_ROWS:-2000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
 "$bench" failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \
 	--duration "${FAILOVER_DURATION:-20s}" --at "${FAILOVER_AT:-8s}" --json >"$out/failover.json"
+"$bench" failover --duckraftd "$daemon" --via "${FAILOVER_VIA:-nginx}" --kills "${FAILOVER_LB_KILLS:-1}" \
+	--json >"$out/failover-lb.json"
 "$bench" lag --duckraftd "$daemon" --duration "${LAG_DURATION:-15s}" --json >"$out/lag.json"
 "$bench" reads --duckraftd "$daemon" --duration "${READS_DURATION:-10s}" >"$out/reads.md"
 "$bench" reads --duckraftd "$daemon" --cap "${CAP_RATE:-50MB/s}" --rows "${CAP_ROWS:-1000000}" \
@@ -34,5 +36,5 @@ dsn=$(scripts/bench-peers.sh start "$pgdir")
 "$bench" ingest --duckraftd "$daemon" --rows "${INGEST_ROWS:-1000000}" --runs "${INGEST_RUNS:-1}" --json >"$out/ingest.json"
 
 "$bench" report --doc docs/benchmarks.md --img docs/img \
-	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/lag.json" "$out/ingest.json" "$out/reads.md" "$out/cap.md"
+	"$out/writes.json" "$out/bulk.json" "$out/failover.json" "$out/failover-lb.json" "$out/lag.json" "$out/ingest.json" "$out/reads.md" "$out/cap.md"
 echo "bench: docs/benchmarks.md and docs/img/bench-*.png regenerated" >&2

@@ -2,27 +2,20 @@ package testcluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
-	execpkg "os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/testcluster"
+	"github.com/duckraft/duckraft/testcluster/endpoint"
 )
 
 // TestBehindNginx puts Debian's nginx, terminating TLS with a certificate
@@ -159,29 +152,16 @@ func ensureNginx(t *testing.T) string {
 }
 
 // ensureDebian returns the binary of Debian package pkg, which installs a
-// binary of its name, installing the package when it is missing. Only a
-// machine where apt cannot install it skips the test, loudly.
+// binary of its name, installing the package when it is missing
+// (endpoint.EnsureDebian). Only a machine where apt cannot install it
+// skips the test, loudly.
 func ensureDebian(t *testing.T, pkg string) string {
 	t.Helper()
-	find := func() string {
-		if p, err := execpkg.LookPath(pkg); err == nil {
-			return p
-		}
-		if _, err := os.Stat("/usr/sbin/" + pkg); err == nil {
-			return "/usr/sbin/" + pkg
-		}
-		return ""
+	bin, err := endpoint.EnsureDebian(pkg, "../scripts")
+	if err != nil {
+		t.Skipf("SKIPPED: %v\nthe test did not run", err)
 	}
-	if p := find(); p != "" {
-		return p
-	}
-	out, err := execpkg.Command("../scripts/ensure-deb.sh", pkg).CombinedOutput()
-	if p := find(); p != "" {
-		return p
-	}
-	t.Skipf("SKIPPED: %s is not installed and apt-get could not install it (%v):\n%s\n"+
-		"the test did not run; install it (apt-get install -y %s) to run it", pkg, err, out, pkg)
-	return ""
+	return bin
 }
 
 // startNginx runs nginx in the foreground with the configuration in dir
@@ -189,95 +169,27 @@ func ensureDebian(t *testing.T, pkg string) string {
 // the test ends.
 func startNginx(t *testing.T, bin, dir, addr string) {
 	t.Helper()
-	cmd := execpkg.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
-	out, exited := startGroup(t, cmd, "nginx")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err == nil {
-			conn.Close()
-			return
-		}
-		select {
-		case <-exited:
-			t.Fatalf("nginx exited at start: %s\n%s", out, readFile(dir, "error.log"))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not answer TLS on %s within 30s: %v\n%s", addr, err, readFile(dir, "error.log"))
-		}
-		time.Sleep(100 * time.Millisecond)
+	p, err := endpoint.StartNginx(bin, dir, addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// startGroup starts cmd in a process group of its own, so that its workers
-// go with it, and stops the group when the test ends: SIGTERM, then SIGKILL
-// after 15 s. It returns what cmd prints, which a failed test logs, and a
-// channel closed when cmd exits.
-func startGroup(t *testing.T, cmd *execpkg.Cmd, name string) (*lockedBuilder, <-chan struct{}) {
-	t.Helper()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &lockedBuilder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
+		p.Stop()
 		if t.Failed() {
-			t.Logf("--- %s ---\n%s", name, out.String())
+			t.Logf("--- nginx ---\n%s%s", p.Output(), readFile(dir, "error.log"))
 		}
 	})
-	return out, exited
 }
 
 // selfSignedCert writes cert.pem and key.pem to dir, a certificate for
 // 127.0.0.1 and localhost made for this run, and returns the certificate.
 func selfSignedCert(t *testing.T, dir string) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := endpoint.SelfSignedCert(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "duckraft nginx test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPEM
+	return cert
 }
 
 // freeLoopbackAddr is a loopback address with a port free at the time.

@@ -2,27 +2,18 @@ package testcluster_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/cookiejar"
-	"os"
-	execpkg "os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/testcluster"
+	"github.com/duckraft/duckraft/testcluster/endpoint"
 )
 
 var oneEndpointRounds = flag.Int("one-endpoint-rounds", 1, "times each node is killed in the one-endpoint tests (a long run: 5)")
@@ -36,48 +27,15 @@ var oneEndpointRounds = flag.Int("one-endpoint-rounds", 1, "times each node is k
 // its id; no acknowledged write is lost or applied twice, no transaction
 // applies in part, and no read misses the session's own write.
 func TestOneEndpointNginx(t *testing.T) {
-	nginx := ensureNginx(t)
+	ensureNginx(t)
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	c.WaitForLeader(t, 30*time.Second)
-
-	dir := t.TempDir()
-	certPEM := selfSignedCert(t, dir)
-	addr := freeLoopbackAddr(t)
-	conf := deployFile(t, "nginx-one-endpoint.conf", map[string]string{
-		"10.0.0.11:9494":                   c.Nodes[0].QuackAddr,
-		"10.0.0.12:9494":                   c.Nodes[1].QuackAddr,
-		"10.0.0.13:9494":                   c.Nodes[2].QuackAddr,
-		"listen 443 ssl;":                  "listen " + addr + " ssl;",
-		"/etc/duckraft/tls/fullchain.pem;": filepath.Join(dir, "cert.pem;"),
-		"/etc/duckraft/tls/privkey.pem;":   filepath.Join(dir, "key.pem;"),
-	})
-	writeFile(t, dir, "duckraft.conf", conf)
-	writeFile(t, dir, "nginx.conf", strings.ReplaceAll(`daemon off;
-worker_processes 1;
-pid {{DIR}}/nginx.pid;
-error_log {{DIR}}/error.log info;
-events { worker_connections 1024; }
-http {
-    access_log {{DIR}}/access.log;
-    client_body_temp_path {{DIR}}/client_body;
-    proxy_temp_path {{DIR}}/proxy;
-    fastcgi_temp_path {{DIR}}/fastcgi;
-    uwsgi_temp_path {{DIR}}/uwsgi;
-    scgi_temp_path {{DIR}}/scgi;
-    include {{DIR}}/duckraft.conf;
-}
-`, "{{DIR}}", dir))
-	startNginx(t, nginx, dir, addr)
-
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(certPEM)
-	useTLS := true
+	lb := startBalancer(t, endpoint.Nginx, c)
 	r := runOneEndpoint(t, c, func(g wire.Generation, _ int) client.Options {
-		return client.Options{Token: testcluster.Token, Generation: g, TLS: &useTLS,
-			TLSConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
-	}, "quack:"+addr)
+		return lb.ClientOptions(testcluster.Token, g)
+	}, lb.Server())
 	r.check(t)
-	if n := strings.Count(readFile(dir, "access.log"), "POST /quack"); n < 100 {
+	if n := lb.Requests(); n < 100 {
 		t.Errorf("nginx logged %d Quack requests", n)
 	}
 }
@@ -90,33 +48,13 @@ http {
 // the same guarantees, and the cookie's clients are forwarded between
 // nodes only after their node died.
 func TestOneEndpointHAProxy(t *testing.T) {
-	haproxy := ensureHAProxy(t)
+	ensureDebian(t, endpoint.HAProxy)
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	c.WaitForLeader(t, 30*time.Second)
-
-	dir := t.TempDir()
-	addr := freeLoopbackAddr(t)
-	subst := map[string]string{"bind :9494": "bind " + addr}
-	for i, n := range c.Nodes {
-		_, port, err := net.SplitHostPort(n.HTTPAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subst[fmt.Sprintf("10.0.0.1%d:9494 cookie n%d check port 9497", i+1, i+1)] =
-			fmt.Sprintf("%s cookie %s check port %s", n.QuackAddr, n.ID, port)
-	}
-	writeFile(t, dir, "haproxy.cfg", deployFile(t, "haproxy.cfg", subst))
-	startHAProxy(t, haproxy, dir, addr, c)
-
-	plain := false
+	lb := startBalancer(t, endpoint.HAProxy, c)
 	r := runOneEndpoint(t, c, func(g wire.Generation, _ int) client.Options {
-		opts := client.Options{Token: testcluster.Token, Generation: g, TLS: &plain}
-		if g == wire.Q3 {
-			jar, _ := cookiejar.New(nil)
-			opts.HTTPClient = &http.Client{Jar: jar, Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}
-		}
-		return opts
-	}, "quack:"+addr)
+		return lb.ClientOptions(testcluster.Token, g)
+	}, lb.Server())
 	r.check(t)
 	// The cookie keeps a Q3 session on its node: its requests were
 	// forwarded only while their node was down, so far fewer than those
@@ -127,84 +65,25 @@ func TestOneEndpointHAProxy(t *testing.T) {
 	}
 }
 
-// deployFile is the file name of deploy/, with each key of subst, which
-// must occur in it, replaced by its value.
-func deployFile(t *testing.T, name string, subst map[string]string) string {
+// startBalancer runs the balancer kind in front of c's three nodes, as
+// deploy/ configures it (endpoint.Start), until the test ends.
+func startBalancer(t *testing.T, kind string, c *testcluster.Cluster) *endpoint.Balancer {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "deploy", name))
+	var backends []endpoint.Backend
+	for _, n := range c.Nodes {
+		backends = append(backends, endpoint.Backend{ID: n.ID, QuackAddr: n.QuackAddr, HTTPAddr: n.HTTPAddr})
+	}
+	lb, err := endpoint.Start(endpoint.Options{Kind: kind, Root: "..", Dir: t.TempDir(), Backends: backends})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	for k, v := range subst {
-		if !strings.Contains(s, k) {
-			t.Fatalf("deploy/%s holds no %q: the test and the file drifted apart", name, k)
+	t.Cleanup(func() {
+		lb.Close()
+		if t.Failed() {
+			t.Logf("--- %s ---\n%s", kind, lb.Log())
 		}
-		s = strings.ReplaceAll(s, k, v)
-	}
-	return s
-}
-
-func writeFile(t *testing.T, dir, name, content string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// ensureHAProxy returns the haproxy binary (ensureDebian).
-func ensureHAProxy(t *testing.T) string {
-	t.Helper()
-	return ensureDebian(t, "haproxy")
-}
-
-// startHAProxy runs haproxy in the foreground with dir/haproxy.cfg until
-// the test ends, and waits until it answers on addr and its checks find
-// every node of c up.
-func startHAProxy(t *testing.T, bin, dir, addr string, c *testcluster.Cluster) {
-	t.Helper()
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if out, err := execpkg.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
-		t.Fatalf("haproxy -c: %v\n%s", err, out)
-	}
-	out, exited := startGroup(t, execpkg.Command(bin, "-db", "-f", cfg), "haproxy")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("haproxy exited at start:\n%s", out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("haproxy did not listen on %s within 30s: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Its first checks run within a second or two (inter 1s, rise 2).
-	time.Sleep(3 * time.Second)
-}
-
-// lockedBuilder collects a process's output from its goroutines.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	})
+	return lb
 }
 
 // endpointRun is what a one-endpoint workload saw.
@@ -355,7 +234,7 @@ func (r *endpointRun) worker(t *testing.T, w int, g wire.Generation, server stri
 			// The session's level is unknown now (a SET whose node died
 			// while it ran may have taken effect or not): this round's
 			// reads could not be checked at it.
-			if lost(err) {
+			if endpoint.SessionEnded(err) {
 				conn = connect()
 				if conn == nil {
 					return
@@ -413,12 +292,6 @@ func (r *endpointRun) worker(t *testing.T, w int, g wire.Generation, server stri
 	}
 }
 
-// lost reports whether err ended the session: it must connect again.
-func lost(err error) bool {
-	code := errorCode(err)
-	return code == string(node.CodeSessionLost) || code == "unauthorized" || code == "unknown_session"
-}
-
 // readOwn reads the row (w, s) the session just wrote: it must be there.
 func (r *endpointRun) readOwn(t *testing.T, conn *client.Conn, w int, s int64, level string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -460,31 +333,9 @@ func (r *endpointRun) result(w int, what string, err error) {
 }
 
 func (r *endpointRun) fail(what string, err error) {
-	code := errorCode(err)
-	if code == "" {
-		var se *client.ServerError
-		switch {
-		case errors.As(err, &se):
-			code = "no code: " + firstWords(se.Message)
-		default:
-			msg := err.Error()
-			if i := strings.LastIndex(msg, ": "); i >= 0 {
-				msg = msg[i+2:]
-			}
-			code = "transport: " + firstWords(msg)
-		}
-	}
 	r.mu.Lock()
-	r.failures[code]++
+	r.failures[endpoint.FailureKey(err)]++
 	r.mu.Unlock()
-}
-
-// firstWords shortens a message to a key of the failure table.
-func firstWords(msg string) string {
-	if i := strings.IndexAny(msg, ":\n"); i > 0 && i < 60 {
-		return msg[:i]
-	}
-	return msg[:min(len(msg), 60)]
 }
 
 // forwarded counts the requests the nodes forwarded for the sessions of
@@ -572,16 +423,8 @@ func (r *endpointRun) check(t *testing.T) {
 	for i, k := range r.kills {
 		var gaps []time.Duration
 		for _, s := range r.successes {
-			prev, next := time.Time{}, time.Time{}
-			for _, at := range s {
-				if at.Before(k) {
-					prev = at
-				} else if next.IsZero() {
-					next = at
-				}
-			}
-			if !prev.IsZero() && !next.IsZero() {
-				gaps = append(gaps, next.Sub(prev))
+			if gap, ok := endpoint.Gap(s, k); ok {
+				gaps = append(gaps, gap)
 			}
 		}
 		slices.Sort(gaps)
@@ -590,7 +433,7 @@ func (r *endpointRun) check(t *testing.T) {
 			continue
 		}
 		t.Logf("kill of %s: client-visible unavailability over %d sessions: p50 %v, p99 %v", r.killed[i], len(gaps),
-			gaps[len(gaps)/2].Round(time.Millisecond), gaps[(len(gaps)*99)/100].Round(time.Millisecond))
+			endpoint.Percentile(gaps, 0.5).Round(time.Millisecond), endpoint.Percentile(gaps, 0.99).Round(time.Millisecond))
 	}
 	t.Logf("acknowledged rows %d: lost %d, duplicated %d; transactions in part %d; read-your-writes violations %d",
 		len(r.acked), len(lostRows), len(dups), len(partial), len(r.ryw))

@@ -92,6 +92,7 @@ func readReport(path string) (*benchReport, error) {
 	case r.Bench == "writes" && len(r.Writes) > 0,
 		r.Bench == "bulk" && r.Bulk != nil,
 		r.Bench == "failover" && r.Failover != nil,
+		r.Bench == "failover-lb" && r.FailoverLB != nil && len(r.FailoverLB.Kills) > 0,
 		r.Bench == "lag" && r.Lag != nil,
 		r.Bench == "ingest" && r.Ingest != nil && len(r.Ingest.Points) > 0:
 		return &r, nil
@@ -275,6 +276,11 @@ func generatedSection(reps []*benchReport, img string, drawn []string) string {
 			failoverTable(&b, r.Failover)
 			b.WriteString("\n")
 			pic(plotFailover, "failover timeline")
+		case "failover-lb":
+			fmt.Fprintf(&b, "### Failover through one endpoint: %s in front of duckraft-3, the holder of most sessions or the leader killed\n\n", r.FailoverLB.Via)
+			b.WriteString(lbFailoverIntro(r.FailoverLB))
+			failoverLBTables(&b, r.FailoverLB)
+			b.WriteString("\n")
 		case "markdown":
 			b.WriteString(demoteHeadings(r.Text))
 			b.WriteString("\n")

@@ -63,9 +63,18 @@ func benchFailover(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 15*time.Second, "length of the write load")
 	at := fs.Duration("at", 5*time.Second, "when the leader goes, from the start of the load")
 	bucket := fs.Duration("bucket", 100*time.Millisecond, "timeline resolution")
-	timeout := fs.Duration("write-timeout", 5*time.Second, "a write unanswered this long counts as failed and its client moves to the next node")
+	timeout := fs.Duration("write-timeout", 5*time.Second, "a write unanswered this long counts as failed and its client moves to the next node; with --via, any statement")
+	via := fs.String("via", "", "connect the clients through one endpoint: lb or nginx (round robin, deploy/nginx-one-endpoint.conf), haproxy (the affinity cookie, deploy/haproxy.cfg), in front of a local duckraft-3; then --clients sessions, half Q1 and half Q3, run reads and single writes while the node holding most sessions and the leader are killed (--kills of each, each restarted); --duration and --at are not used. Run it in duckraft's repository, which holds deploy/")
+	kills := fs.Int("kills", 2, "with --via: kills of each kind, the holder of most sessions and the leader, in turn")
+	down := fs.Duration("down", 5*time.Second, "with --via: how long a killed node stays down before it is restarted")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *via != "" {
+		if *mode != "" && *mode != failoverKill {
+			return fmt.Errorf("--via kills nodes: --mode %s is not possible with it", *mode)
+		}
+		return benchFailoverVia(bf, *via, *clients, *kills, *down, *timeout, stdout, stderr)
 	}
 	if *clients < 1 || *dur <= 0 || *at <= 0 || *at >= *dur || *bucket < time.Millisecond || *timeout <= 0 {
 		return errors.New("want --clients ≥ 1, 0 < --at < --duration, --bucket ≥ 1ms, --write-timeout > 0")

@@ -16,14 +16,15 @@ import (
 // benchReport is what one benchmark run prints: as Markdown, or as JSON
 // for bench report to turn into docs/benchmarks.md and its plots.
 type benchReport struct {
-	Bench       string          `json:"bench"`
-	Machine     machineInfo     `json:"machine"`
-	DurationSec float64         `json:"duration_sec,omitempty"`
-	Writes      []writePoint    `json:"writes,omitempty"`
-	Bulk        *bulkResult     `json:"bulk,omitempty"`
-	Failover    *failoverResult `json:"failover,omitempty"`
-	Lag         *lagResult      `json:"lag,omitempty"`
-	Ingest      *ingestResult   `json:"ingest,omitempty"`
+	Bench       string            `json:"bench"`
+	Machine     machineInfo       `json:"machine"`
+	DurationSec float64           `json:"duration_sec,omitempty"`
+	Writes      []writePoint      `json:"writes,omitempty"`
+	Bulk        *bulkResult       `json:"bulk,omitempty"`
+	Failover    *failoverResult   `json:"failover,omitempty"`
+	FailoverLB  *lbFailoverResult `json:"failover_lb,omitempty"`
+	Lag         *lagResult        `json:"lag,omitempty"`
+	Ingest      *ingestResult     `json:"ingest,omitempty"`
 	// Text is a benchmark's Markdown that bench report includes as it is.
 	Text string `json:"-"`
 }
@@ -118,6 +119,10 @@ func (r *benchReport) markdown(level int) string {
 	case "failover":
 		fmt.Fprintf(&b, "%s Failover: write unavailability when the leader goes (%s)\n\n", h, r.Failover.Mode)
 		failoverTable(&b, r.Failover)
+	case "failover-lb":
+		fmt.Fprintf(&b, "%s Failover through one endpoint (%s): client-visible unavailability when a node dies\n\n", h, r.FailoverLB.Via)
+		b.WriteString(lbFailoverIntro(r.FailoverLB))
+		failoverLBTables(&b, r.FailoverLB)
 	case "lag":
 		fmt.Fprintf(&b, "%s Replication lag under write load (%d clients)\n\n", h, r.Lag.Clients)
 		lagTable(&b, r.Lag)

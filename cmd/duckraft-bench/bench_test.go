@@ -231,7 +231,21 @@ func sampleReports() []*benchReport {
 			{Path: "postgres over pgx", System: "postgres", Seconds: 1, RowsPerSec: 1e6, MBPerSec: 100, ClientRSS: 30 << 20}}}},
 		{Bench: "failover", Machine: m, Failover: fo},
 		{Bench: "lag", Machine: m, Lag: lag},
+		{Bench: "failover-lb", Machine: m, FailoverLB: sampleLB()},
 	}
+}
+
+// sampleLB is a bench failover --via run: a holder kill and a leader kill,
+// one of whose Q1 clients waited 2.5 s and lost its session.
+func sampleLB() *lbFailoverResult {
+	return &lbFailoverResult{Via: "nginx", Q1Clients: 2, Q3Clients: 2, DownSec: 5, Statements: 1000, Kills: []lbKill{
+		{Kind: killHolder, Node: "n2", AtSec: 3, Held: 2, GapsMs: map[string][]float64{"Q1": {100, 300}, "Q3": {50, 200}},
+			Failed: map[string]map[string]int{"Q1": {"transport: HTTP 502": 2}}, Forwarded: map[string]float64{"relayed": 150, "retried": 2}, Adopted: 2},
+		{Kind: killLeader, Node: "n1", AtSec: 14, Held: 1, GapsMs: map[string][]float64{"Q1": {1200, 2500}, "Q3": {900, 1000}},
+			Failed:    map[string]map[string]int{"Q1": {"session_lost": 1, "request_lost": 3}, "Q3": {"request_lost": 1}},
+			Lost:      []lostSession{{Generation: "Q1", Code: "session_lost"}},
+			Forwarded: map[string]float64{"relayed": 80}, Adopted: 1},
+	}}
 }
 
 func TestSummarizeLag(t *testing.T) {
@@ -295,7 +309,9 @@ func TestReportJSONAndDoc(t *testing.T) {
 	}
 	for _, want := range []string{"| tx/s at 8 clients ≥ 0.4× PostgreSQL's | 900 against 2000: 0.45× | **yes** |",
 		"| tx/s at 64 clients ≥ 1.0× PostgreSQL's | 2500 against 5000: 0.50× | **no** |",
-		"| 64 | 2500 | 700 | 5000 | 0.50 |", "**1250**", "### bench reads: a table", "shared with other engineers"} {
+		"| 64 | 2500 | 700 | 5000 | 0.50 |", "**1250**", "### bench reads: a table", "shared with other engineers",
+		"| leader | Q1 | 1 | 2 | 2500 | **2500** | 2500 | 1 (0) | 3 × request_lost, 1 × session_lost |",
+		"no open result, temporary object or transaction: **not met**", "| 1 | holder | n2 | 2 | 3.0 | 100 300 | 50 200 | 2 | 150, 2, 0 | 0 |"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("document lacks %q", want)
 		}

@@ -20,7 +20,12 @@ import (
 // benchNode is one duckraftd process started by a benchmark.
 type benchNode struct {
 	id, quack string
-	cmd       *exec.Cmd
+	// http is the node's operations address; "" when it serves none.
+	http string
+	cmd  *exec.Cmd
+	// gossip, daemon, args and dir start it again (bench failover --via).
+	gossip, daemon, dir string
+	args                []string
 }
 
 // startBenchCluster starts n duckraftd processes on loopback, the first
@@ -30,6 +35,12 @@ type benchNode struct {
 // daemons log to dir/duckraftd.log, so that no Raft line reaches the
 // benchmark's output. Each gets the extra flags.
 func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*benchNode, error) {
+	return startBenchNodes(daemon, dir, token, n, false, extra...)
+}
+
+// startBenchNodes is startBenchCluster, with each node serving its
+// operations address (/readyz, /metrics) when withHTTP.
+func startBenchNodes(daemon, dir, token string, n int, withHTTP bool, extra ...string) ([]*benchNode, error) {
 	logf, err := daemonLog(dir)
 	if err != nil {
 		return nil, err
@@ -41,20 +52,26 @@ func startBenchCluster(daemon, dir, token string, n int, extra ...string) ([]*be
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		quack, raftAddr, gossip := mustFreeAddr(), mustFreeAddr(), mustFreeAddr()
+		httpAddr, httpFlag := "", "off"
+		if withHTTP {
+			httpAddr = mustFreeAddr()
+			httpFlag = httpAddr
+		}
 		args := []string{"--id", id, "--data", filepath.Join(dir, id), "--quack", quack, "--raft", raftAddr,
-			"--gossip", gossip, "--token", token, "--http", "off", "--log-level", "warn"}
+			"--gossip", gossip, "--token", token, "--http", httpFlag, "--log-level", "warn"}
 		if i == 0 {
 			firstGossip = gossip
 		} else {
 			args = append(args, joinArgs(firstGossip, filepath.Join(dir, "n1"))...)
 		}
-		cmd := exec.Command(daemon, append(args, extra...)...)
+		args = append(args, extra...)
+		cmd := exec.Command(daemon, args...)
 		cmd.Stdout, cmd.Stderr = io.Discard, logf
 		if err := cmd.Start(); err != nil {
 			stopBenchCluster(nodes)
 			return nil, fmt.Errorf("start %s: %w", daemon, err)
 		}
-		nodes = append(nodes, &benchNode{id: id, quack: quack, cmd: cmd})
+		nodes = append(nodes, &benchNode{id: id, quack: quack, http: httpAddr, cmd: cmd, gossip: gossip, daemon: daemon, dir: dir, args: args})
 		if err := waitForServer(quack, token, 30*time.Second); err != nil {
 			stopBenchCluster(nodes)
 			return nil, withLogTail(err, dir)

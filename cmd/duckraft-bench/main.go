@@ -24,7 +24,8 @@ func main() {
 const usage = `usage: duckraft-bench bulk [flags]       SELECT * of a lineitem-shaped table: duckraft, in-process DuckDB (Arrow), PostgreSQL (pgx)
        duckraft-bench writes [flags]     single-row INSERT transactions: tx/s, p50, p99 at each client count
        duckraft-bench reads [flags]      dashboard aggregates and split scans through a router
-       duckraft-bench failover [flags]   write unavailability when the leader is killed, stopped or transferred
+       duckraft-bench failover [flags]   write unavailability when the leader is killed, stopped or transferred;
+                                         with --via nginx|haproxy, what clients behind one endpoint see when a node dies
        duckraft-bench lag [flags]        replication lag (leader commit against each follower's applied) under writes
        duckraft-bench ingest [flags]     CREATE TABLE AS and INSERT … SELECT of a lineitem-shaped table, against a local DuckDB file
        duckraft-bench report [flags] FILE.json...  docs/benchmarks.md's generated section and its plots

@@ -23,6 +23,11 @@ func TestUsage(t *testing.T) {
 		{"a benchmark's help", []string{"writes", "--help"}, 0, "", "-duckraftd string"},
 		{"a bad flag value", []string{"writes", "--clients", "0"}, 1, "", "--clients: bad count"},
 		{"an empty server", []string{"writes", "--server", ""}, 1, "", "no server given"},
+		{"an unknown balancer", []string{"failover", "--via", "squid"}, 1, "", `--via "squid": lb (nginx), nginx or haproxy`},
+		{"a balancer and another mode", []string{"failover", "--via", "lb", "--mode", "transfer"}, 1, "", "--mode transfer is not possible"},
+		{"a balancer and a deployment", []string{"failover", "--via", "haproxy", "--server", "quack:h"}, 1, "", "--via needs a local cluster"},
+		{"a balancer and one client", []string{"failover", "--via", "nginx", "--clients", "1"}, 1, "", "--clients ≥ 2"},
+		{"a balancer and another cluster", []string{"failover", "--via", "nginx", "--systems", "duckraft-5"}, 1, "", "--via runs duckraft-3"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

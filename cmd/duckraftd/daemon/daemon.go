@@ -685,6 +685,7 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 	if authorizer != "" {
 		cfg.Authorizer = node.SQLAuthorizer{DB: d.db, Function: authorizer}
 	}
+	cfg.ObserveForward, cfg.ObserveAdopt, cfg.ObserveSessionLost = d.metrics.observeForward, d.metrics.observeAdopt, d.metrics.sessionsLost.Inc
 	return node.New(cfg)
 }
 

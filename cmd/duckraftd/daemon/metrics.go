@@ -26,6 +26,7 @@ import (
 // /metrics with its own numbers. Every duckraft metric carries the node's
 // id as the label node. The packages that hold the facts report them
 // through the hooks of their Config (node.Config.ObserveRequest,
+// ObserveForward, ObserveAdopt and ObserveSessionLost,
 // routing.Config.ObserveRead and ObserveWrite,
 // replication.Config.ObserveSnapshot and ObserveLeader); indexes, lag,
 // sessions and gossip members are read at scrape time.
@@ -42,6 +43,9 @@ type metrics struct {
 	leaderChanges prometheus.Counter
 	snapDuration  prometheus.Histogram
 	snapBytes     prometheus.Histogram
+	forwarded     *prometheus.CounterVec
+	adopted       *prometheus.CounterVec
+	sessionsLost  prometheus.Counter
 }
 
 // newMetrics registers the metrics of the daemon with id, and the
@@ -78,8 +82,20 @@ func newMetrics(id string) (*metrics, error) {
 		Help: "Time to persist a Raft snapshot.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 9)})).(prometheus.Histogram)
 	m.snapBytes = f(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "duckraft_snapshot_size_bytes",
 		Help: "Size of a persisted Raft snapshot.", Buckets: prometheus.ExponentialBuckets(4096, 8, 9)})).(prometheus.Histogram)
+	m.forwarded = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_forwarded_requests_total",
+		Help: "Quack requests this node forwarded to the node holding their session, by outcome: relayed (the answer came), retried (that node could not be reached, or failed before answering a request that may be sent again: the session was located anew), lost (it failed after it had the request: answered request_lost), canceled (the client went away)."},
+		[]string{"outcome"})).(*prometheus.CounterVec)
+	m.adopted = f(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duckraft_sessions_adopted_total",
+		Help: "Sessions this node adopted when the node holding them failed (ok), or failed to adopt (error: too many sessions, a state it could not install)."},
+		[]string{"outcome"})).(*prometheus.CounterVec)
+	m.sessionsLost = f(prometheus.NewCounter(prometheus.CounterOpts{Name: "duckraft_sessions_lost_total",
+		Help: "Sessions this node answered session_lost: their node failed before any other node learned their state. Each is counted once per node that answered so."})).(prometheus.Counter)
 	for _, o := range []string{"ok", "error"} {
 		m.writes.WithLabelValues(o)
+		m.adopted.WithLabelValues(o)
+	}
+	for _, o := range []node.ForwardOutcome{node.ForwardRelayed, node.ForwardRetried, node.ForwardLost, node.ForwardCanceled} {
+		m.forwarded.WithLabelValues(string(o))
 	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "duckraft_build_info",
 		Help:        "Always 1; its labels say which build runs: duckraftd's version, the DuckDB it embeds and the Go that built it.",
@@ -135,6 +151,18 @@ func (m *metrics) observeRequest(r node.RequestStats) {
 	m.duration.WithLabelValues(typ).Observe(r.Duration.Seconds())
 	m.bytesIn.Add(float64(r.BytesIn))
 	m.bytesOut.Add(float64(r.BytesOut))
+}
+
+// observeForward is node.Config.ObserveForward.
+func (m *metrics) observeForward(o node.ForwardOutcome) { m.forwarded.WithLabelValues(string(o)).Inc() }
+
+// observeAdopt is node.Config.ObserveAdopt.
+func (m *metrics) observeAdopt(err error) {
+	o := "ok"
+	if err != nil {
+		o = "error"
+	}
+	m.adopted.WithLabelValues(o).Inc()
 }
 
 // observeRead is routing.Config.ObserveRead.
