@@ -3,6 +3,7 @@ package replication
 import (
 	"strings"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -39,16 +40,16 @@ type plainInsert struct {
 // of the same target. It is conservative: anything it does not fully
 // understand is not merged.
 func parsePlainInsert(sql string) (plainInsert, bool) {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return plainInsert{}, false
 	}
-	var sig []wal.Token
+	var sig []sqltext.Token
 	for _, t := range toks {
 		switch t.Kind {
-		case wal.TokComment:
+		case sqltext.TokComment:
 			return plainInsert{}, false
-		case wal.TokSpace:
+		case sqltext.TokSpace:
 		default:
 			sig = append(sig, t)
 		}
@@ -99,7 +100,7 @@ func parsePlainInsert(sql string) (plainInsert, bool) {
 
 // qualifiedName reads name[.name[.name]] at k and returns the position
 // after it.
-func qualifiedName(sig []wal.Token, k int) (int, bool) {
+func qualifiedName(sig []sqltext.Token, k int) (int, bool) {
 	for part := 0; part < 3; part++ {
 		if k >= len(sig) || !isName(sig[k]) {
 			return 0, false
@@ -114,7 +115,7 @@ func qualifiedName(sig []wal.Token, k int) (int, bool) {
 }
 
 // columnList reads (name, …) at k and returns the position after it.
-func columnList(sig []wal.Token, k int) (int, bool) {
+func columnList(sig []sqltext.Token, k int) (int, bool) {
 	k++
 	for {
 		if k+1 >= len(sig) || !isName(sig[k]) {
@@ -131,11 +132,11 @@ func columnList(sig []wal.Token, k int) (int, bool) {
 	}
 }
 
-func isName(t wal.Token) bool {
-	if t.Kind == wal.TokQuotedIdent {
+func isName(t sqltext.Token) bool {
+	if t.Kind == sqltext.TokQuotedIdent {
 		return true
 	}
-	if t.Kind != wal.TokIdent {
+	if t.Kind != sqltext.TokIdent {
 		return false
 	}
 	for _, w := range []string{"values", "select", "default", "by", "or", "on", "returning", "from", "with"} {
@@ -151,7 +152,7 @@ func isName(t wal.Token) bool {
 // typed strings (DATE '…'), casts (::TYPE), operators and the brackets of
 // lists, structs and maps; a function call, column reference, subquery or
 // parameter makes the row not a literal one.
-func literalRow(sig []wal.Token, k int) (int, bool) {
+func literalRow(sig []sqltext.Token, k int) (int, bool) {
 	if k >= len(sig) || !sig[k].IsPunct('(') {
 		return 0, false
 	}
@@ -159,8 +160,8 @@ func literalRow(sig []wal.Token, k int) (int, bool) {
 	for ; k < len(sig); k++ {
 		t := sig[k]
 		switch t.Kind {
-		case wal.TokNumber, wal.TokString, wal.TokOp:
-		case wal.TokPunct:
+		case sqltext.TokNumber, sqltext.TokString, sqltext.TokOp:
+		case sqltext.TokPunct:
 			switch t.Text[0] {
 			case '(', '[', '{':
 				depth++
@@ -172,11 +173,11 @@ func literalRow(sig []wal.Token, k int) (int, bool) {
 			case ';', '.':
 				return 0, false
 			}
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			switch {
 			case t.Is("null"), t.Is("true"), t.Is("false"):
-			case k > 0 && sig[k-1].Kind == wal.TokOp && sig[k-1].Text == "::":
-			case k+1 < len(sig) && sig[k+1].Kind == wal.TokString:
+			case k > 0 && sig[k-1].Kind == sqltext.TokOp && sig[k-1].Text == "::":
+			case k+1 < len(sig) && sig[k+1].Kind == sqltext.TokString:
 			default:
 				return 0, false
 			}
@@ -189,13 +190,13 @@ func literalRow(sig []wal.Token, k int) (int, bool) {
 
 // normalize joins tokens with single spaces, bare words in lower case as
 // DuckDB compares them.
-func normalize(toks []wal.Token) string {
+func normalize(toks []sqltext.Token) string {
 	var b strings.Builder
 	for i, t := range toks {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		if t.Kind == wal.TokIdent {
+		if t.Kind == sqltext.TokIdent {
 			b.WriteString(strings.ToLower(t.Text))
 		} else {
 			b.WriteString(t.Text)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -436,7 +437,7 @@ func unrecoverable(err error) bool {
 }
 
 // serialApply reports whether work holds a statement that reads rows while
-// it writes (wal.ReadsRows: INSERT … SELECT, UPDATE, DELETE, MERGE, CREATE
+// it writes (sqltext.ReadsRows: INSERT … SELECT, UPDATE, DELETE, MERGE, CREATE
 // TABLE … AS, ALTER TABLE). DuckDB runs those on several threads, and then
 // the order in which nextval hands out values or a floating-point sum adds
 // up differs from node to node.
@@ -447,7 +448,7 @@ func serialApply(work []pending) bool {
 			entries = txn.Entries
 		}
 		for _, e := range entries {
-			if st, ok := e.(wal.Statement); ok && wal.ReadsRows(st.SQL) {
+			if st, ok := e.(wal.Statement); ok && sqltext.ReadsRows(st.SQL) {
 				return true
 			}
 		}

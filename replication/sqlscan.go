@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
-// code returns the tokens of sql that carry meaning, as wal's lexer reads
+// code returns the tokens of sql that carry meaning, as sqltext's lexer reads
 // them: not space or comments. An unterminated string, quoted identifier or
 // comment is one token running to the end of sql; DuckDB reports the error.
-func code(sql string) []wal.Token {
-	toks, _ := wal.Lex(sql)
-	return wal.SignificantTokens(toks)
+func code(sql string) []sqltext.Token {
+	toks, _ := sqltext.Lex(sql)
+	return sqltext.SignificantTokens(toks)
 }
 
 // firstKeyword returns the first word of code in sql, after any opening
@@ -54,7 +55,7 @@ func hasWord(sql, w string) bool {
 
 // multipleStatements reports whether toks, the code of a statement, go on
 // after a semicolon with more than semicolons.
-func multipleStatements(toks []wal.Token) bool {
+func multipleStatements(toks []sqltext.Token) bool {
 	semi := false
 	for _, t := range toks {
 		switch {
@@ -105,14 +106,14 @@ func checkStatement(sql string) error {
 // would make every node fail to record the batch and halt; one that wrote
 // to them would corrupt the applied index. Strings and comments do not
 // count, and a statement cannot reach a schema without naming it.
-func namesMetaSchema(toks []wal.Token) bool {
+func namesMetaSchema(toks []sqltext.Token) bool {
 	for _, t := range toks {
 		switch t.Kind {
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			if strings.EqualFold(t.Text, metaSchema) {
 				return true
 			}
-		case wal.TokQuotedIdent:
+		case sqltext.TokQuotedIdent:
 			name := strings.TrimSuffix(strings.TrimPrefix(t.Text, `"`), `"`)
 			if strings.EqualFold(strings.ReplaceAll(name, `""`, `"`), metaSchema) {
 				return true
@@ -128,11 +129,11 @@ func namesMetaSchema(toks []wal.Token) bool {
 // always read it as ? followed by the number n, and every node must go on
 // applying old log entries as it did.
 func inlineParams(sql string, params []wal.Param) (string, error) {
-	toks, _ := wal.Lex(sql)
+	toks, _ := sqltext.Lex(sql)
 	var b strings.Builder
 	next := 0
 	for _, t := range toks {
-		if t.Kind != wal.TokParam || t.Text[0] == '$' && !isDigit(t.Text[1]) {
+		if t.Kind != sqltext.TokParam || t.Text[0] == '$' && !isDigit(t.Text[1]) {
 			b.WriteString(t.Text)
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // TestUnicodeSpacesInAppliedSQL: DuckDB reads U+00A0 (and the other
-// Unicode spaces wal's lexer knows) as white space, so the applier's token
+// Unicode spaces sqltext's lexer knows) as white space, so the applier's token
 // rules must too: a statement joined by no-break spaces still reads rows
 // while it writes (one thread, so nextval hands out values in the same
 // order everywhere), still names RETURNING, and one trailing no-break

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // Level is a read consistency level.
@@ -37,7 +37,7 @@ func ParseLevel(s string) (Level, error) {
 // router handles itself. The value is a plain string without quotes in it.
 func consistencySetting(sql string) (Level, bool, error) {
 	v, ok := setStatement(sql, "duckraft_consistency")
-	if !ok || v.Kind != wal.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
+	if !ok || v.Kind != sqltext.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
 		return "", false, nil
 	}
 	l, err := ParseLevel(v.Text[1 : len(v.Text)-1])
@@ -46,30 +46,30 @@ func consistencySetting(sql string) (Level, bool, error) {
 
 // setStatement recognises SET [SESSION] name (= | TO) value [;] as the whole
 // of sql, but for space and comments, and returns the value's token.
-func setStatement(sql, name string) (wal.Token, bool) {
+func setStatement(sql, name string) (sqltext.Token, bool) {
 	sig, ok := significant(sql)
 	if !ok {
-		return wal.Token{}, false
+		return sqltext.Token{}, false
 	}
 	k := 1
 	if len(sig) > 1 && sig[1].Is("session") {
 		k = 2
 	}
 	if len(sig) != k+3 || !sig[0].Is("set") || !sig[k].Is(name) ||
-		!(sig[k+1].Kind == wal.TokOp && sig[k+1].Text == "=" || sig[k+1].Is("to")) {
-		return wal.Token{}, false
+		!(sig[k+1].Kind == sqltext.TokOp && sig[k+1].Text == "=" || sig[k+1].Is("to")) {
+		return sqltext.Token{}, false
 	}
 	return sig[k+2], true
 }
 
 // significant returns the tokens of sql that carry meaning, without a final
 // semicolon; ok is false if sql does not lex.
-func significant(sql string) ([]wal.Token, bool) {
-	toks, err := wal.Lex(sql)
+func significant(sql string) ([]sqltext.Token, bool) {
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return nil, false
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
 		sig = sig[:n-1]
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/routing/access"
@@ -135,7 +136,7 @@ const DefaultMaxStaleness = 1000
 type Executor struct {
 	cfg      Config
 	log      *slog.Logger
-	volatile wal.Volatile
+	volatile sqltext.Volatile
 	// pool holds the connections the leader binds (analyzer) and
 	// materializes writes on, so that a write does not open one.
 	pool *engine.Pool
@@ -222,7 +223,7 @@ func (e *Executor) Reads() uint64 { return e.reads.Load() }
 // Load returns the statements running or streaming results on this node.
 func (e *Executor) Load() uint64 { return uint64(max(0, e.active.Load())) }
 
-func loadVolatile(db *engine.DB) (wal.Volatile, error) {
+func loadVolatile(db *engine.DB) (sqltext.Volatile, error) {
 	conn, err := db.Connect()
 	if err != nil {
 		return nil, err
@@ -233,7 +234,7 @@ func loadVolatile(db *engine.DB) (wal.Volatile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list volatile functions: %w", err)
 	}
-	vol := wal.Volatile{}
+	vol := sqltext.Volatile{}
 	for _, n := range names {
 		vol[n] = true
 	}

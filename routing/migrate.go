@@ -14,6 +14,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/outcome"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -878,11 +879,11 @@ func (e *Executor) sessionStatements(st *sessionState, stmts []classify.Statemen
 // tables and views are refused: wal/determinism.go).
 func makesTemporary(stmts []classify.Statement) bool {
 	for _, st := range stmts {
-		toks, err := wal.Lex(st.SQL)
+		toks, err := sqltext.Lex(st.SQL)
 		if err != nil {
 			continue
 		}
-		switch verb, _ := wal.Verb(toks); verb {
+		switch verb, _ := sqltext.Verb(toks); verb {
 		case "prepare", "create":
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/outcome"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -44,7 +45,7 @@ func writeKeySetting(sql string) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	if v.Kind != wal.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
+	if v.Kind != sqltext.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
 		return nil, true, errors.New("duckraft: duckraft_write_key takes the key an unknown outcome named, as a string")
 	}
 	key, err := hex.DecodeString(v.Text[1 : len(v.Text)-1])

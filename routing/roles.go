@@ -4,9 +4,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/routing/classify"
-	"github.com/duckraft/duckraft/wal"
 )
 
 // A session's role (node.Session.Role, from its token) decides what of a
@@ -48,11 +48,11 @@ func readOnly(stmt classify.Statement) bool {
 	default:
 		return false
 	}
-	toks, err := wal.Lex(stmt.SQL)
+	toks, err := sqltext.Lex(stmt.SQL)
 	if err != nil {
 		return false
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	if stmt.Class == classify.Session {
 		return len(sig) > 0 && (sig[0].Is("set") || sig[0].Is("reset") || sig[0].Is("use"))
 	}
@@ -63,7 +63,7 @@ func readOnly(stmt classify.Statement) bool {
 // explained returns the index in sig of the statement an EXPLAIN
 // explains, past EXPLAIN, ANALYZE and an option list; 0 when sig is no
 // EXPLAIN.
-func explained(sig []wal.Token) int {
+func explained(sig []sqltext.Token) int {
 	if len(sig) == 0 || !sig[0].Is("explain") {
 		return 0
 	}

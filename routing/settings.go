@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
-	"github.com/duckraft/duckraft/wal"
 )
 
 // A client's session settings (SET TimeZone, SET search_path, USE …) live
@@ -27,11 +27,11 @@ const maxSettings = 256
 func followingSettings(stmts []classify.Statement) []string {
 	var out []string
 	for _, st := range stmts {
-		toks, err := wal.Lex(st.SQL)
+		toks, err := sqltext.Lex(st.SQL)
 		if err != nil {
 			continue
 		}
-		verb, _ := wal.Verb(toks)
+		verb, _ := sqltext.Verb(toks)
 		switch verb {
 		case "set", "reset":
 			if scopeGlobal(toks) {
@@ -47,7 +47,7 @@ func followingSettings(stmts []classify.Statement) []string {
 }
 
 // scopeGlobal reports whether a SET or RESET names the GLOBAL scope.
-func scopeGlobal(toks []wal.Token) bool {
+func scopeGlobal(toks []sqltext.Token) bool {
 	seen := 0
 	for _, t := range toks {
 		if !t.Significant() {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
-	"github.com/duckraft/duckraft/wal"
 )
 
 // Split scans: how many times the router re-pins before it falls back to
@@ -32,9 +32,9 @@ func splitSetting(sql string) (int, bool, error) {
 	v, ok := setStatement(sql, "duckraft_split_scan")
 	digits := v.Text
 	switch {
-	case ok && v.Kind == wal.TokString && digits[0] == '\'':
+	case ok && v.Kind == sqltext.TokString && digits[0] == '\'':
 		digits = digits[1 : len(digits)-1]
-	case !ok || v.Kind != wal.TokNumber:
+	case !ok || v.Kind != sqltext.TokNumber:
 		return 0, false, nil
 	}
 	if digits == "" || strings.Trim(digits, "0123456789") != "" {
@@ -53,7 +53,7 @@ func splitSetting(sql string) (int, bool, error) {
 // the whole answer.
 func splitTable(sql string) (string, bool) {
 	sig, ok := significant(sql)
-	if !ok || len(sig) < 4 || !sig[0].Is("select") || sig[1].Kind != wal.TokOp || sig[1].Text != "*" || !sig[2].Is("from") {
+	if !ok || len(sig) < 4 || !sig[0].Is("select") || sig[1].Kind != sqltext.TokOp || sig[1].Text != "*" || !sig[2].Is("from") {
 		return "", false
 	}
 	name := sig[3:]
@@ -70,13 +70,13 @@ func splitTable(sql string) (string, bool) {
 }
 
 // namePart reports whether t can be one part of a table's name: a quoted
-// identifier or a bare ASCII word. wal's lexer reads every non-ASCII byte as
+// identifier or a bare ASCII word. sqltext's lexer reads every non-ASCII byte as
 // part of a word, and DuckDB reads some (U+00A0, no-break space) as space.
-func namePart(t wal.Token) bool {
-	if t.Kind == wal.TokQuotedIdent {
+func namePart(t sqltext.Token) bool {
+	if t.Kind == sqltext.TokQuotedIdent {
 		return len(t.Text) > 2
 	}
-	return t.Kind == wal.TokIdent && strings.Trim(strings.ToLower(t.Text), "abcdefghijklmnopqrstuvwxyz0123456789_$") == ""
+	return t.Kind == sqltext.TokIdent && strings.Trim(strings.ToLower(t.Text), "abcdefghijklmnopqrstuvwxyz0123456789_$") == ""
 }
 
 // shareSQL is share k of r of a scan of table: the rows whose first column

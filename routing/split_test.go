@@ -20,7 +20,7 @@ func TestSplitTableTokens(t *testing.T) {
 		"SELECT * FROM t; SELECT 1", "SELECT * FROM t;;", "SELECT * FROM a.b.c.d", "SELECT * FROM t.",
 		"SELECT * FROM .t", "SELECT * FROM t..u", `SELECT * FROM ""`, `SELECT * FROM "t`, "SELECT * FROM 't'",
 		"SELECT * FROM $1", "SELECT * FROM t AS x", "SELECT ** FROM t", "SELECT * FROM",
-		// Bare names are ASCII: DuckDB reads U+00A0 as space, wal's lexer
+		// Bare names are ASCII: DuckDB reads U+00A0 as space, sqltext's lexer
 		// as part of a word.
 		"SELECT * FROM größe", "SELECT * FROM t\u00a0LIMIT\u00a05",
 	} {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/outcome"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/wal"
 )
 
 // ErrStatementTimeout is what a read that ran past its statement timeout
@@ -47,9 +47,9 @@ func timeoutSetting(sql string) (time.Duration, bool, error) {
 	}
 	text := v.Text
 	switch {
-	case v.Kind == wal.TokString && strings.Count(text, "'") == 2:
+	case v.Kind == sqltext.TokString && strings.Count(text, "'") == 2:
 		text = text[1 : len(text)-1]
-	case v.Kind == wal.TokNumber:
+	case v.Kind == sqltext.TokNumber:
 	default:
 		return 0, true, errBadTimeout(v.Text)
 	}

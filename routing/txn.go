@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -72,7 +73,7 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			e.sessionStatements(st, []classify.Statement{stmt})
 			last = rows
 		default:
-			if txn != nil && wal.Returns(stmt.SQL) {
+			if txn != nil && sqltext.Returns(stmt.SQL) {
 				// Its rows do not exist before COMMIT applies the
 				// transaction; an empty answer would be a wrong one.
 				return nil, errors.New("Not implemented Error: RETURNING inside a transaction: duckraft applies a transaction's writes at COMMIT, " +

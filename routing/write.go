@@ -13,6 +13,7 @@ import (
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/sqlquote"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -312,7 +313,7 @@ func (e *Executor) mixedEngines(computesNothing bool) error {
 // materialize evaluates a volatile query once, here on the leader, and
 // returns its rows as appends that every node applies identically. Appends
 // carry whole rows, so an INSERT column list must name every column.
-func (e *Executor) materialize(ctx context.Context, m *wal.Materialize) ([]wal.Entry, error) {
+func (e *Executor) materialize(ctx context.Context, m *sqltext.Materialize) ([]wal.Entry, error) {
 	conn, err := e.pool.Get()
 	if err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
@@ -364,13 +365,13 @@ func fullRowQuery(ctx context.Context, conn *engine.Conn, schema []string, table
 	}
 	if len(tableCols) == 0 || len(pos) != len(tableCols) {
 		return "", fmt.Errorf("%w: an INSERT with volatile values into %s.%s must list every column of the table (or none)",
-			wal.ErrNondeterministic, strings.Join(schema, "."), table)
+			sqltext.ErrNondeterministic, strings.Join(schema, "."), table)
 	}
 	sel := make([]string, len(tableCols))
 	for i, col := range tableCols {
 		p, ok := pos[strings.ToLower(col)]
 		if !ok {
-			return "", fmt.Errorf("%w: the INSERT column list misses column %s of %s.%s", wal.ErrNondeterministic, col, strings.Join(schema, "."), table)
+			return "", fmt.Errorf("%w: the INSERT column list misses column %s of %s.%s", sqltext.ErrNondeterministic, col, strings.Join(schema, "."), table)
 		}
 		sel[i] = fmt.Sprintf("#%d", p)
 	}

@@ -7,7 +7,7 @@
 // itself keeps the database file and its WAL readable even with
 // enable_external_access off (it puts them in allowed_paths). A Guard
 // judges a statement's text, before it runs anywhere, by its tokens
-// (wal.Lex), so it sees every kind of statement alike.
+// (sqltext.Lex), so it sees every kind of statement alike.
 package access
 
 import (
@@ -22,7 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/duckraft/duckraft/node/outcome"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // ErrHiddenSchema refuses a statement that names a schema the node keeps
@@ -106,11 +106,11 @@ var opaqueFunctions = map[string]bool{"json_execute_serialized_sql": true}
 var namedSettings = map[string]bool{"search_path": true, "schema": true}
 
 func inspect(sql string, n *Names, depth int) error {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	for _, stmt := range splitStatements(wal.SignificantTokens(toks)) {
+	for _, stmt := range splitStatements(sqltext.SignificantTokens(toks)) {
 		if err := inspectStatement(stmt, n, depth); err != nil {
 			return err
 		}
@@ -120,8 +120,8 @@ func inspect(sql string, n *Names, depth int) error {
 
 // splitStatements splits significant tokens at semicolons outside
 // parentheses.
-func splitStatements(sig []wal.Token) [][]wal.Token {
-	var out [][]wal.Token
+func splitStatements(sig []sqltext.Token) [][]sqltext.Token {
+	var out [][]sqltext.Token
 	start, depth := 0, 0
 	for k, t := range sig {
 		switch {
@@ -142,12 +142,12 @@ func splitStatements(sig []wal.Token) [][]wal.Token {
 	return out
 }
 
-func inspectStatement(sig []wal.Token, n *Names, depth int) error {
+func inspectStatement(sig []sqltext.Token, n *Names, depth int) error {
 	tables := tablePositions(sig)
 	for k := 0; k < len(sig); k++ {
 		t := sig[k]
 		switch t.Kind {
-		case wal.TokIdent, wal.TokQuotedIdent:
+		case sqltext.TokIdent, sqltext.TokQuotedIdent:
 			n.Identifiers = append(n.Identifiers, t.Name())
 			if k+1 < len(sig) && sig[k+1].IsPunct('(') {
 				if err := inspectCall(sig, k, n, depth); err != nil {
@@ -156,10 +156,10 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 			}
 			// DuckDB reads a quoted name in table position as a file
 			// when it looks like one ("dir/x.csv").
-			if t.Kind == wal.TokQuotedIdent && tables[k] && strings.ContainsRune(t.Name(), '/') {
+			if t.Kind == sqltext.TokQuotedIdent && tables[k] && strings.ContainsRune(t.Name(), '/') {
 				n.Paths = append(n.Paths, t.Name())
 			}
-		case wal.TokString:
+		case sqltext.TokString:
 			s, next := joinedString(sig, k)
 			if tables[k] {
 				n.Paths = append(n.Paths, s)
@@ -170,14 +170,14 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 	// EXPLAIN ANALYZE runs the statement it explains.
 	sig = explained(sig)
 	verb := ""
-	if len(sig) > 0 && sig[0].Kind == wal.TokIdent {
+	if len(sig) > 0 && sig[0].Kind == sqltext.TokIdent {
 		verb = strings.ToLower(sig[0].Text)
 	}
 	switch verb {
 	case "set", "reset", "pragma", "use", "call":
 		// Their strings are names of settings' values, tables, schemas.
 		for k := 0; k < len(sig); k++ {
-			if sig[k].Kind == wal.TokString {
+			if sig[k].Kind == sqltext.TokString {
 				s, next := joinedString(sig, k)
 				n.Strings = append(n.Strings, s)
 				k = next - 1
@@ -197,12 +197,12 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 			case sig[k].IsPunct(')'):
 				depth--
 			case depth != 0:
-			case sig[k].Kind == wal.TokString:
+			case sig[k].Kind == sqltext.TokString:
 				s, next := joinedString(sig, k)
 				n.Paths = append(n.Paths, s)
 				n.Strings = append(n.Strings, s)
 				k = next - 1
-			case sig[k].Kind == wal.TokQuotedIdent && strings.ContainsRune(sig[k].Name(), '/'):
+			case sig[k].Kind == sqltext.TokQuotedIdent && strings.ContainsRune(sig[k].Name(), '/'):
 				n.Paths = append(n.Paths, sig[k].Name())
 			}
 		}
@@ -212,7 +212,7 @@ func inspectStatement(sig []wal.Token, n *Names, depth int) error {
 
 // explained returns the statement an EXPLAIN explains (past ANALYZE and an
 // option list), or sig itself.
-func explained(sig []wal.Token) []wal.Token {
+func explained(sig []sqltext.Token) []sqltext.Token {
 	if len(sig) == 0 || !sig[0].Is("explain") {
 		return sig
 	}
@@ -220,7 +220,7 @@ func explained(sig []wal.Token) []wal.Token {
 	if k < len(sig) && (sig[k].Is("analyze") || sig[k].Is("analyse")) {
 		k++
 	} else if k < len(sig) && sig[k].IsPunct('(') {
-		if end := wal.Closing(sig, k); end > 0 {
+		if end := sqltext.Closing(sig, k); end > 0 {
 			k = end + 1
 		}
 	}
@@ -230,7 +230,7 @@ func explained(sig []wal.Token) []wal.Token {
 // tablePositions marks the tokens of sig that stand where a table does,
 // where DuckDB reads a string as a file: right after FROM, JOIN, USING or
 // a tableVerb, or after a comma of a FROM list (FROM t, 'x.csv').
-func tablePositions(sig []wal.Token) []bool {
+func tablePositions(sig []sqltext.Token) []bool {
 	out := make([]bool, len(sig))
 	var inFrom []bool // per parenthesis depth
 	depth := 0
@@ -259,11 +259,11 @@ func tablePositions(sig []wal.Token) []bool {
 		case t.Is("from") || t.Is("join") || t.Is("using"):
 			set(t.Is("from") || t.Is("join"))
 			out[k+1] = true
-		case tableVerbs[strings.ToLower(t.Text)] && t.Kind == wal.TokIdent:
+		case tableVerbs[strings.ToLower(t.Text)] && t.Kind == sqltext.TokIdent:
 			out[k+1] = true
 		case t.IsPunct(',') && depth < len(inFrom) && inFrom[depth]:
 			out[k+1] = true
-		case t.Kind == wal.TokIdent && clauseWords[strings.ToLower(t.Text)]:
+		case t.Kind == sqltext.TokIdent && clauseWords[strings.ToLower(t.Text)]:
 			set(false)
 		}
 	}
@@ -286,7 +286,7 @@ var clauseWords = map[string]bool{
 
 // inspectCall judges the call at sig[k] (a name followed by a
 // parenthesis): the names, queries and files its arguments give.
-func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
+func inspectCall(sig []sqltext.Token, k int, n *Names, depth int) error {
 	name := strings.ToLower(sig[k].Name())
 	file, named := isFileFunction(name), nameFunctions[name]
 	if opaqueFunctions[name] {
@@ -296,7 +296,7 @@ func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
 	if !file && !named {
 		return nil
 	}
-	end := wal.Closing(sig, k+1)
+	end := sqltext.Closing(sig, k+1)
 	if end < 0 {
 		end = len(sig)
 	}
@@ -317,7 +317,7 @@ func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
 	// Every string of the call may name something: query_table(['a', 'b']),
 	// pragma_table_info('s.t').
 	for j := 0; j < len(args); j++ {
-		if args[j].Kind == wal.TokString {
+		if args[j].Kind == sqltext.TokString {
 			s, next := joinedString(args, j)
 			n.Strings = append(n.Strings, s)
 			j = next - 1
@@ -349,7 +349,7 @@ func inspectCall(sig []wal.Token, k int, n *Names, depth int) error {
 
 // inspectSetting notes a SET or RESET of a setting that names schemas
 // whose value is not one literal word or string.
-func inspectSetting(sig []wal.Token, n *Names) {
+func inspectSetting(sig []sqltext.Token, n *Names) {
 	k := 1
 	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local") || sig[k].Is("global")) {
 		k++
@@ -359,7 +359,7 @@ func inspectSetting(sig []wal.Token, n *Names) {
 	}
 	setting := strings.ToLower(sig[k].Name())
 	k++
-	if k < len(sig) && (sig[k].Is("to") || sig[k].Kind == wal.TokOp && sig[k].Text == "=") {
+	if k < len(sig) && (sig[k].Is("to") || sig[k].Kind == sqltext.TokOp && sig[k].Text == "=") {
 		k++
 	}
 	value := sig[k:]
@@ -370,7 +370,7 @@ func inspectSetting(sig []wal.Token, n *Names) {
 		return // RESET, or SET without a value, which DuckDB refuses
 	}
 	switch {
-	case len(value) == 1 && value[0].Kind == wal.TokString:
+	case len(value) == 1 && value[0].Kind == sqltext.TokString:
 		s, _ := joinedString(value, 0)
 		n.Identifiers = append(n.Identifiers, schemaList(s)...)
 	case identifierChain(value):
@@ -418,7 +418,7 @@ func nameParts(s string) []string {
 // firstArgument returns the tokens of the first argument in args (a call's
 // tokens between its parentheses): up to the first comma outside inner
 // brackets.
-func firstArgument(args []wal.Token) []wal.Token {
+func firstArgument(args []sqltext.Token) []sqltext.Token {
 	depth := 0
 	for j, t := range args {
 		switch {
@@ -437,8 +437,8 @@ func firstArgument(args []wal.Token) []wal.Token {
 // literal or a list of string literals, and false when it is anything
 // else: an expression, a parameter, a column, a subquery, or two adjacent
 // literals (which the parser joins).
-func literals(arg []wal.Token) ([]string, bool) {
-	if len(arg) == 1 && arg[0].Kind == wal.TokString {
+func literals(arg []sqltext.Token) ([]string, bool) {
+	if len(arg) == 1 && arg[0].Kind == sqltext.TokString {
 		s, ok := stringValue(arg[0])
 		return []string{s}, ok
 	}
@@ -448,7 +448,7 @@ func literals(arg []wal.Token) ([]string, bool) {
 	var out []string
 	inner := arg[1 : len(arg)-1]
 	for j := 0; j < len(inner); j++ {
-		if inner[j].Kind != wal.TokString || j+1 < len(inner) && !inner[j+1].IsPunct(',') {
+		if inner[j].Kind != sqltext.TokString || j+1 < len(inner) && !inner[j+1].IsPunct(',') {
 			return nil, false
 		}
 		s, ok := stringValue(inner[j])
@@ -463,12 +463,12 @@ func literals(arg []wal.Token) ([]string, bool) {
 
 // identifierChain reports whether arg is a name, qualified or not:
 // words and quoted identifiers joined by dots.
-func identifierChain(arg []wal.Token) bool {
+func identifierChain(arg []sqltext.Token) bool {
 	if len(arg)%2 == 0 {
 		return false
 	}
 	for j, t := range arg {
-		if j%2 == 1 && !t.IsPunct('.') || j%2 == 0 && t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent {
+		if j%2 == 1 && !t.IsPunct('.') || j%2 == 0 && t.Kind != sqltext.TokIdent && t.Kind != sqltext.TokQuotedIdent {
 			return false
 		}
 	}
@@ -479,10 +479,10 @@ func identifierChain(arg []wal.Token) bool {
 // with the literals right after it (the parser joins 'a' 'b' when a line
 // break separates them; joined regardless here, which only names more),
 // and the index past them.
-func joinedString(sig []wal.Token, k int) (string, int) {
+func joinedString(sig []sqltext.Token, k int) (string, int) {
 	var b strings.Builder
 	j := k
-	for ; j < len(sig) && sig[j].Kind == wal.TokString; j++ {
+	for ; j < len(sig) && sig[j].Kind == sqltext.TokString; j++ {
 		s, _ := stringValue(sig[j])
 		b.WriteString(s)
 	}
@@ -493,7 +493,7 @@ func joinedString(sig []wal.Token, k int) (string, int) {
 // a doubled quote for one (N'…' likewise), E'…' with backslash escapes, $tag$…$tag$
 // as written. Bit and hex strings (B'…', X'…') are not text; they give "".
 // ok is false for a token the lexer left unterminated.
-func stringValue(t wal.Token) (string, bool) {
+func stringValue(t sqltext.Token) (string, bool) {
 	s := t.Text
 	switch {
 	case strings.HasPrefix(s, "$"):

@@ -4,7 +4,8 @@
 // calls after macros and views are expanded, the target table's DEFAULT
 // expressions it uses, the table functions it scans, sampling and rowid.
 // Verdict turns that into the determinism rules of docs/determinism.md;
-// DESIGN.md says where the lexer of package wal still answers instead.
+// DESIGN.md says where the text rules of package node/sqltext still answer
+// instead.
 package analyze
 
 import (
@@ -18,7 +19,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // ErrUnbound reports a statement DuckDB could not bind on this node, e.g.
@@ -73,7 +74,7 @@ type Analysis struct {
 	// them).
 	RowID bool
 	// HiddenScan is set when the plan scans rows but the text has no word
-	// that makes the applier apply it on one thread (wal.ReadsRows): a
+	// that makes the applier apply it on one thread (sqltext.ReadsRows): a
 	// macro hides a query, and DuckDB's threads would then order nextval's
 	// values and floating-point sums differently on each node.
 	HiddenScan bool
@@ -157,7 +158,7 @@ func (a *Analyzer) analyzeOn(ctx context.Context, c *engine.Conn, sql string) (A
 	// hides it, and a write's own scan of its target reads it anyway): the
 	// text naming it does.
 	an.RowID = scans.rowid && namesRowID(sql)
-	an.HiddenScan = scans.rows && !wal.ReadsRows(sql)
+	an.HiddenScan = scans.rows && !sqltext.ReadsRows(sql)
 	return an, nil
 }
 
@@ -296,14 +297,14 @@ func scansRowID(get map[string]any) bool {
 // namesRowID reports whether the text names rowid outside strings and
 // comments (bare or quoted, not as a function).
 func namesRowID(sql string) bool {
-	toks, _ := wal.Lex(sql)
-	sig := wal.SignificantTokens(toks)
+	toks, _ := sqltext.Lex(sql)
+	sig := sqltext.SignificantTokens(toks)
 	for i, t := range sig {
 		name := ""
 		switch t.Kind {
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			name = t.Text
-		case wal.TokQuotedIdent:
+		case sqltext.TokQuotedIdent:
 			name = strings.Trim(t.Text, `"`)
 		}
 		if strings.EqualFold(name, "rowid") && !(i+1 < len(sig) && sig[i+1].IsPunct('(')) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 var leaderTime = time.Date(2026, 11, 30, 20, 11, 50, 0, time.UTC)
@@ -58,7 +58,7 @@ func newAnalyzer(t *testing.T) *Analyzer {
 }
 
 // volatile is what DuckDB 2.0 lists as VOLATILE.
-var volatile = wal.Volatile{
+var volatile = sqltext.Volatile{
 	"current_connection_id": true, "current_query": true, "current_query_id": true,
 	"current_transaction_id": true, "currval": true, "error": true, "gen_random_uuid": true,
 	"nextval": true, "random": true, "setseed": true, "setval": true, "sleep_ms": true, "stats": true,
@@ -145,14 +145,14 @@ func TestTriggers(t *testing.T) {
 		{"CREATE TRIGGER local AFTER DELETE ON src INSERT INTO audit SELECT 1, current_setting('threads')::VARCHAR", true},
 	} {
 		_, err := decide(t, a, tc.sql)
-		if got := errors.Is(err, wal.ErrNondeterministic); got != tc.refused || !tc.refused && err != nil {
+		if got := errors.Is(err, sqltext.ErrNondeterministic); got != tc.refused || !tc.refused && err != nil {
 			t.Errorf("%s: %v, want refused %v", tc.sql, err, tc.refused)
 		}
 	}
 }
 
 // decide is the leader's decision, as routing makes it.
-func decide(t *testing.T, a *Analyzer, sql string) (wal.Plan, error) {
+func decide(t *testing.T, a *Analyzer, sql string) (sqltext.Plan, error) {
 	t.Helper()
 	return a.Decide(context.Background(), sql, leaderTime, volatile, slog.New(slog.DiscardHandler))
 }
@@ -213,7 +213,7 @@ func TestDivergenceClasses(t *testing.T) {
 		switch {
 		case tt.why == "" && (err != nil || plan.Materialize == nil):
 			t.Errorf("%s: %s = %+v, %v; want a Materialize plan", tt.class, tt.sql, plan, err)
-		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
+		case tt.why != "" && (!errors.Is(err, sqltext.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
 			t.Errorf("%s: %s error = %v\nwant ErrNondeterministic with %q", tt.class, tt.sql, err, tt.why)
 		}
 	}
@@ -264,7 +264,7 @@ func TestUnboundFallsBackToText(t *testing.T) {
 		switch {
 		case tt.why == "" && (err != nil || plan.Materialize == nil):
 			t.Errorf("%s = %+v, %v; want a Materialize plan", tt.sql, plan, err)
-		case tt.why != "" && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
+		case tt.why != "" && (!errors.Is(err, sqltext.ErrNondeterministic) || !strings.Contains(err.Error(), tt.why)):
 			t.Errorf("%s error = %v\nwant ErrNondeterministic with %q", tt.sql, err, tt.why)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // reservedTop reports whether a schema named name, outermost in a path of
@@ -25,20 +25,20 @@ func reservedTop(name, catalog string) bool {
 }
 
 // Decide is the leader's determinism decision for one client statement:
-// the guard's (WithGuard), the lexer's rules (wal.Deterministic, which
+// the guard's (WithGuard), the lexer's rules (sqltext.Deterministic, which
 // also rewrites the clock), then DuckDB's binder on the rewritten text. It
 // returns the plan to replicate, or an error wrapping
-// wal.ErrNondeterministic. The binder is skipped for a plan already
+// sqltext.ErrNondeterministic. The binder is skipped for a plan already
 // materialized and for LiteralInsert; where it cannot bind (ErrUnbound),
 // the text's own signs of sampling and rowid and the definitions it names
 // (unboundAnalysis) stand in for the plan.
-func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatile wal.Volatile, log *slog.Logger) (wal.Plan, error) {
+func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatile sqltext.Volatile, log *slog.Logger) (sqltext.Plan, error) {
 	if a.guard != nil {
 		if err := a.guard(sql); err != nil {
-			return wal.Plan{}, err
+			return sqltext.Plan{}, err
 		}
 	}
-	plan, err := wal.Deterministic(sql, ts, volatile)
+	plan, err := sqltext.Deterministic(sql, ts, volatile)
 	if err != nil || plan.Materialize != nil || LiteralInsert(plan.SQL) {
 		return plan, err
 	}
@@ -48,24 +48,24 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 	case errors.Is(err, ErrUnbound):
 		log.Debug("write not bound on the leader; its text and the definitions it names decide", "err", err)
 		if an, err = a.unboundAnalysis(ctx, plan.SQL); err != nil {
-			return wal.Plan{}, err
+			return sqltext.Plan{}, err
 		}
 	case err != nil:
-		return wal.Plan{}, err
+		return sqltext.Plan{}, err
 	case an.NestedIn != "" && reservedTop(an.NestedIn, a.pool.DB().Catalog()):
-		return wal.Plan{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
+		return sqltext.Plan{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
 			"a catalog's name, so a snapshot could not name what it holds; nest it in a schema of another name", ErrUnsupported, an.NestedIn)
 	case an.NestedMacro:
-		return wal.Plan{}, fmt.Errorf("%w: a macro in a nested schema (CREATE MACRO parent.child.m): DuckDB's catalog does not "+
+		return sqltext.Plan{}, fmt.Errorf("%w: a macro in a nested schema (CREATE MACRO parent.child.m): DuckDB's catalog does not "+
 			"say which of two schemas of one name holds a macro, so a snapshot could not restore it; create it in a top-level schema",
 			ErrUnsupported)
 	}
 	v, err := an.Check(volatile)
 	if err != nil {
-		return wal.Plan{}, err
+		return sqltext.Plan{}, err
 	}
 	if v.Materialize {
-		return wal.Materialized(sql, ts, v.Why, v.Sequence)
+		return sqltext.Materialized(sql, ts, v.Why, v.Sequence)
 	}
 	switch {
 	case an.Operator == "LOGICAL_CREATE_TRIGGER":
@@ -78,7 +78,7 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		plan.SQL, err = a.canonicalCreate(ctx, "TABLE", plan.SQL)
 	}
 	if err != nil {
-		return wal.Plan{}, err
+		return sqltext.Plan{}, err
 	}
 	if bound && !an.callsSequence(volatile) {
 		plan.Rerunnable = true
@@ -89,9 +89,9 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 
 // callsSequence reports whether the bound plan draws from or reads a
 // sequence (nextval, currval), its target's DEFAULTs included.
-func (an Analysis) callsSequence(volatile wal.Volatile) bool {
+func (an Analysis) callsSequence(volatile sqltext.Volatile) bool {
 	for _, name := range an.Calls {
-		if wal.ClassifyFunction(name, volatile) == wal.FuncSequence {
+		if sqltext.ClassifyFunction(name, volatile) == sqltext.FuncSequence {
 			return true
 		}
 	}
@@ -119,19 +119,19 @@ var textOperators = map[string]string{
 // TextAnalysis is what the text alone shows of what Analyze finds in a plan,
 // for a statement DuckDB cannot bind on the leader (one naming a table an
 // earlier statement of the same transaction creates): sampling words, and
-// rowid named. Calls are the lexer's business (wal.Deterministic); a
+// rowid named. Calls are the lexer's business (sqltext.Deterministic); a
 // macro's or view's body is out of its sight.
 func TextAnalysis(sql string) Analysis {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return Analysis{}
 	}
-	verb, _ := wal.Verb(toks)
+	verb, _ := sqltext.Verb(toks)
 	op := textOperators[verb]
-	if verb == "create" && wal.ReadsRows(sql) {
-		op = "LOGICAL_CREATE_TABLE" // CREATE TABLE … AS; views and macros are checked by wal
+	if verb == "create" && sqltext.ReadsRows(sql) {
+		op = "LOGICAL_CREATE_TABLE" // CREATE TABLE … AS; views and macros are checked by sqltext
 	}
-	return Analysis{Operator: op, Sample: wal.Samples(sql), RowID: namesRowID(sql)}
+	return Analysis{Operator: op, Sample: sqltext.Samples(sql), RowID: namesRowID(sql)}
 }
 
 // String describes the analysis for logs and test failures.

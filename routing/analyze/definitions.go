@@ -8,7 +8,7 @@ import (
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/sqlquote"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // maxDefinitionDepth bounds how deep definedCalls follows macros and views
@@ -55,7 +55,7 @@ type definedCall struct {
 // duckdb_views(), under 1 ms. DuckDB's own macros are read once per
 // Analyzer, when a text first may call one.
 func (a *Analyzer) definedCallsOn(ctx context.Context, c *engine.Conn, sql string) ([]definedCall, error) {
-	if _, _, err := wal.Names(sql); err != nil {
+	if _, _, err := sqltext.Names(sql); err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}
 	words := viewWords(sql)
@@ -176,10 +176,10 @@ func (a *Analyzer) builtinMacros(ctx context.Context, c *engine.Conn) (map[strin
 }
 
 // bodyCalls lists, lower-cased and without repeats, the functions a text
-// calls (wal.Names: clock keywords without parentheses included), with
+// calls (sqltext.Names: clock keywords without parentheses included), with
 // ageToday for each age() called with one argument.
 func bodyCalls(sql string) ([]string, error) {
-	calls, _, err := wal.Names(sql)
+	calls, _, err := sqltext.Names(sql)
 	if err != nil {
 		return nil, err
 	}
@@ -193,14 +193,14 @@ func bodyCalls(sql string) ([]string, error) {
 // whose parentheses hold something and no comma outside inner parentheses
 // or brackets.
 func callsAgeToday(sql string) bool {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return true
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	for k := 0; k+1 < len(sig); k++ {
 		t := sig[k]
-		if !sig[k+1].IsPunct('(') || (t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent) {
+		if !sig[k+1].IsPunct('(') || (t.Kind != sqltext.TokIdent && t.Kind != sqltext.TokQuotedIdent) {
 			continue
 		}
 		if name := strings.ToLower(t.Name()); name != "age" {
@@ -236,12 +236,12 @@ func callsAgeToday(sql string) bool {
 // INSERT INTO t (a, b), whose parenthesis holds its columns. A quoted
 // name always counts: "select"() calls a macro named select.
 func macroCandidates(sql string) []string {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
-		// wal.Names refuses the same text first.
+		// sqltext.Names refuses the same text first.
 		return nil
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	from, to := createdName(sig)
 	var out []string
 	for k, t := range sig {
@@ -250,12 +250,12 @@ func macroCandidates(sql string) []string {
 		}
 		var name string
 		switch t.Kind {
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			name = strings.ToLower(t.Text)
 			if nonFunctionKeywords[name] {
 				continue
 			}
-		case wal.TokQuotedIdent:
+		case sqltext.TokQuotedIdent:
 			name = strings.ToLower(t.Name())
 		default:
 			continue
@@ -272,11 +272,11 @@ func macroCandidates(sql string) []string {
 // object a CREATE makes (createdName), whose old definition CREATE OR
 // REPLACE discards.
 func viewWords(sql string) []string {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return nil
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	from, to := createdName(sig)
 	var out []string
 	for k, t := range sig {
@@ -284,9 +284,9 @@ func viewWords(sql string) []string {
 		switch {
 		case from <= k && k <= to:
 			continue
-		case t.Kind == wal.TokIdent:
+		case t.Kind == sqltext.TokIdent:
 			name = strings.ToLower(t.Text)
-		case t.Kind == wal.TokQuotedIdent:
+		case t.Kind == sqltext.TokQuotedIdent:
 			name = strings.ToLower(t.Name())
 		default:
 			continue
@@ -303,12 +303,12 @@ func viewWords(sql string) []string {
 // [TEMP] kind [IF NOT EXISTS] name, qualified or not), or -1, -1: the
 // object the statement makes, not one it uses, though CREATE MACRO m(x)
 // puts a parenthesis after it.
-func createdName(sig []wal.Token) (int, int) {
+func createdName(sig []sqltext.Token) (int, int) {
 	if len(sig) == 0 || !sig[0].Is("create") {
 		return -1, -1
 	}
 	k := 1
-	for k < len(sig) && sig[k].Kind == wal.TokIdent && !createdKinds[strings.ToLower(sig[k].Text)] {
+	for k < len(sig) && sig[k].Kind == sqltext.TokIdent && !createdKinds[strings.ToLower(sig[k].Text)] {
 		k++ // OR REPLACE, TEMP, TEMPORARY, PERSISTENT, UNIQUE, …
 		if k > 4 {
 			return -1, -1
@@ -322,7 +322,7 @@ func createdName(sig []wal.Token) (int, int) {
 		k += 3
 	}
 	from := k
-	for k < len(sig) && (sig[k].Kind == wal.TokIdent || sig[k].Kind == wal.TokQuotedIdent) {
+	for k < len(sig) && (sig[k].Kind == sqltext.TokIdent || sig[k].Kind == sqltext.TokQuotedIdent) {
 		if k+1 < len(sig) && sig[k+1].IsPunct('.') {
 			k += 2
 			continue
@@ -340,9 +340,9 @@ var createdKinds = map[string]bool{
 
 // insertTarget reports whether the name at k, followed by a parenthesis,
 // is the table of an INSERT … INTO, qualified or not.
-func insertTarget(sig []wal.Token, k int) bool {
+func insertTarget(sig []sqltext.Token, k int) bool {
 	j := k
-	for j >= 2 && sig[j-1].IsPunct('.') && (sig[j-2].Kind == wal.TokIdent || sig[j-2].Kind == wal.TokQuotedIdent) {
+	for j >= 2 && sig[j-1].IsPunct('.') && (sig[j-2].Kind == sqltext.TokIdent || sig[j-2].Kind == sqltext.TokQuotedIdent) {
 		j -= 2
 	}
 	return j >= 1 && sig[j-1].Is("into")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // clockMacroSetup are objects a database may hold from before these checks
@@ -84,7 +84,7 @@ func TestClockMacros(t *testing.T) {
 		switch {
 		case tc.why == materialize && (err != nil || plan.Materialize == nil):
 			t.Errorf("%s: %s = %+v, %v; want a Materialize plan", tc.place, tc.sql, plan, err)
-		case tc.why != materialize && (!errors.Is(err, wal.ErrNondeterministic) || !strings.Contains(err.Error(), tc.why)):
+		case tc.why != materialize && (!errors.Is(err, sqltext.ErrNondeterministic) || !strings.Contains(err.Error(), tc.why)):
 			t.Errorf("%s: %s: error %v\nwant ErrNondeterministic naming %q", tc.place, tc.sql, err, tc.why)
 		}
 	}
@@ -181,7 +181,7 @@ func TestViewsOverNamedTablesRefused(t *testing.T) {
 		"CREATE MACRO m6() AS TABLE SELECT * FROM histogram_values('t', a)",
 		"CREATE MACRO m7(x) AS TABLE SELECT * FROM histogram(x, a)",
 	} {
-		if _, err := decide(t, a, sql); !errors.Is(err, wal.ErrNondeterministic) {
+		if _, err := decide(t, a, sql); !errors.Is(err, sqltext.ErrNondeterministic) {
 			t.Errorf("%s: %v, want ErrNondeterministic", sql, err)
 		}
 	}

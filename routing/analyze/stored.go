@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/duckraft/duckraft/node/engine"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // storedBy says what a statement whose plan's top operator is op stores
@@ -38,11 +38,11 @@ func storedBy(op string, query bool) string {
 // transaction, or ALTER TABLE … ADD COLUMN, which DuckDB 2.0 does not plan
 // ("Cannot plan statement of type MULTI").
 func storedByText(sql string) string {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return ""
 	}
-	verb, v := wal.Verb(toks)
+	verb, v := sqltext.Verb(toks)
 	switch verb {
 	case "alter":
 		return storedBy("LOGICAL_ALTER", false)
@@ -50,7 +50,7 @@ func storedByText(sql string) string {
 	default:
 		return ""
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	for k := v + 1; k < len(sig) && k <= v+5; k++ {
 		switch {
 		case sig[k].Is("view"):
@@ -62,7 +62,7 @@ func storedByText(sql string) string {
 		case sig[k].Is("table"):
 			// CREATE TABLE … AS reads rows; a DEFAULT, CHECK or
 			// generated column cannot hold a query.
-			return storedBy("LOGICAL_CREATE_TABLE", wal.ReadsRows(sql))
+			return storedBy("LOGICAL_CREATE_TABLE", sqltext.ReadsRows(sql))
 		}
 	}
 	return ""

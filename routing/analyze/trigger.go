@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/duckraft/duckraft/node/engine"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // newestTrigger reads the table and events of the newest trigger (the
@@ -36,8 +36,8 @@ const newestTrigger = `WITH RECURSIVE paths(oid, qpath) AS (
 // action that calls a macro is judged by the macro as it is now; the
 // action's text is checked for sampling and rowid, which a plan alone does
 // not tell.
-func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile wal.Volatile) error {
-	if wal.Samples(sql) || namesRowID(sql) {
+func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile sqltext.Volatile) error {
+	if sqltext.Samples(sql) || namesRowID(sql) {
 		return refuse("a trigger's action runs on every node whenever its table changes, and sampling or rowid " +
 			"would pick other rows on each; choose the rows by a key")
 	}
@@ -52,7 +52,7 @@ func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile wal.Vo
 		}
 		if _, err := added(with[i], base, names(sql, "row_number")).Check(volatile); err != nil {
 			return fmt.Errorf("%w: a trigger's action runs on every node whenever its table changes, so it must compute "+
-				"the same everywhere; bound into %s it would not: %w", wal.ErrNondeterministic, fire, err)
+				"the same everywhere; bound into %s it would not: %w", sqltext.ErrNondeterministic, fire, err)
 		}
 	}
 	return nil
@@ -94,7 +94,7 @@ func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Ana
 	analyses := make([]Analysis, len(fires))
 	for i, fire := range fires {
 		if analyses[i], err = a.analyzeOn(ctx, c, fire); err != nil {
-			return nil, nil, fmt.Errorf("%w: the trigger's action could not be checked: %s: %w", wal.ErrNondeterministic, fire, err)
+			return nil, nil, fmt.Errorf("%w: the trigger's action could not be checked: %s: %w", sqltext.ErrNondeterministic, fire, err)
 		}
 	}
 	return fires, analyses, nil
@@ -149,14 +149,14 @@ func added(with, base Analysis, userRowNumber bool) Analysis {
 // names reports whether sql names name as an identifier, quoted or not, in
 // any case.
 func names(sql, name string) bool {
-	toks, _ := wal.Lex(sql)
-	for _, t := range wal.SignificantTokens(toks) {
+	toks, _ := sqltext.Lex(sql)
+	for _, t := range sqltext.SignificantTokens(toks) {
 		switch t.Kind {
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			if strings.EqualFold(t.Text, name) {
 				return true
 			}
-		case wal.TokQuotedIdent:
+		case sqltext.TokQuotedIdent:
 			if strings.EqualFold(t.Name(), name) {
 				return true
 			}

@@ -5,14 +5,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // Verdict is what the determinism rules make of an Analysis that refuses
 // nothing.
 type Verdict struct {
 	// Materialize is set for an INSERT whose values must be computed once
-	// on the leader (wal.Materialized); Why names the reason.
+	// on the leader (sqltext.Materialized); Why names the reason.
 	Materialize bool
 	Why         string
 	// Sequence is set when the INSERT itself also calls nextval or
@@ -49,14 +49,14 @@ var replicatedTableFunctions = map[string]bool{
 var binderCalls = map[string]bool{"error": true}
 
 // Check applies docs/determinism.md's rules to what the binder found in a
-// statement that wal.Deterministic already accepted and whose clock
+// statement that sqltext.Deterministic already accepted and whose clock
 // functions it already rewrote, so any clock function left is hidden from
 // the rewrite (in a macro, DuckDB's own ago() included, or a view). An
 // INSERT that needs the leader gets a Verdict to materialize it; any other
 // write that would differ between replicas, and a stored expression
 // (an.Stores) that would, is refused with an error wrapping
-// wal.ErrNondeterministic that says why and what to do instead.
-func (an Analysis) Check(volatile wal.Volatile) (Verdict, error) {
+// sqltext.ErrNondeterministic that says why and what to do instead.
+func (an Analysis) Check(volatile sqltext.Volatile) (Verdict, error) {
 	if an.Stores != "" {
 		return Verdict{}, an.checkStored(volatile)
 	}
@@ -73,18 +73,18 @@ func (an Analysis) Check(volatile wal.Volatile) (Verdict, error) {
 		}
 		call, through := an.describe(name)
 		switch classOf(name, volatile) {
-		case wal.FuncSession:
+		case sqltext.FuncSession:
 			return Verdict{}, refuse("%s in %s%s depends on the client's session, which the replicas do not have (DuckDB's binder found it, perhaps inside a macro or view); pass the value as a literal or parameter", call, what, through)
-		case wal.FuncSequence:
+		case sqltext.FuncSequence:
 			v.Sequence = true
-		case wal.FuncClock:
+		case sqltext.FuncClock:
 			r.note(call, through, "duckraft replaces the clock with the leader's timestamp only where the statement itself calls it; "+
 				"write now() (or current_date, …) in the statement, e.g. now() - INTERVAL 1 HOUR for ago(INTERVAL 1 HOUR) "+
 				"and age(current_date, x) for age(x), or pass it to the macro as a parameter")
-		case wal.FuncVolatile:
+		case sqltext.FuncVolatile:
 			r.note(call, through, "compute the values in the client and send them as literals or parameters, "+
 				"or use INSERT … SELECT, which duckraft evaluates once on the leader")
-		case wal.FuncNodeLocal:
+		case sqltext.FuncNodeLocal:
 			r.note(call, through, "it reads state local to each node; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader")
 		}
 	}
@@ -138,7 +138,7 @@ func (r *reason) note(what, through, advice string) {
 // that reads the client's session: docs/determinism.md rule 4, which the
 // lexer applies to the statement's text alone. Sequences stay allowed
 // (DEFAULT nextval('s'), rule 2); the lexer refuses them where they are not.
-func (an Analysis) checkStored(volatile wal.Volatile) error {
+func (an Analysis) checkStored(volatile sqltext.Volatile) error {
 	var r reason
 	for _, name := range an.Calls {
 		if binderCalls[name] {
@@ -146,13 +146,13 @@ func (an Analysis) checkStored(volatile wal.Volatile) error {
 		}
 		call, through := an.describe(name)
 		switch classOf(name, volatile) {
-		case wal.FuncSession:
+		case sqltext.FuncSession:
 			return refuse("%s in %s%s depends on the session that evaluates it, which is each node's own; pass the value as a literal or parameter", call, an.Stores, through)
-		case wal.FuncClock:
+		case sqltext.FuncClock:
 			r.note(call, through, "give the value in the INSERT (duckraft uses the leader's timestamp there) or, in a macro, take it as a parameter")
-		case wal.FuncVolatile:
+		case sqltext.FuncVolatile:
 			r.note(call, through, "compute the values in the client or with INSERT … SELECT, which duckraft evaluates once on the leader")
-		case wal.FuncNodeLocal:
+		case sqltext.FuncNodeLocal:
 			r.note(call, through, "it reads state local to each node; load the data with INSERT INTO t SELECT … FROM it, which duckraft reads once on the leader")
 		}
 	}
@@ -162,13 +162,13 @@ func (an Analysis) checkStored(volatile wal.Volatile) error {
 	return refuse("%s in %s%s would be evaluated separately on each replica (the macros and views it names expanded, DuckDB's own included); %s", r.what, an.Stores, r.through, r.advice)
 }
 
-// classOf is wal.ClassifyFunction, with age() of one argument (ageToday)
+// classOf is sqltext.ClassifyFunction, with age() of one argument (ageToday)
 // reading the clock.
-func classOf(name string, volatile wal.Volatile) wal.FuncClass {
+func classOf(name string, volatile sqltext.Volatile) sqltext.FuncClass {
 	if name == ageToday {
-		return wal.FuncClock
+		return sqltext.FuncClock
 	}
-	return wal.ClassifyFunction(name, volatile)
+	return sqltext.ClassifyFunction(name, volatile)
 }
 
 // describe names a call for a refusal, and the macro or view the client
@@ -185,22 +185,22 @@ func (an Analysis) describe(name string) (call, through string) {
 }
 
 func refuse(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{wal.ErrNondeterministic}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{sqltext.ErrNondeterministic}, args...)...)
 }
 
 // LiteralInsert reports whether sql is an INSERT INTO t [(columns)] VALUES
 // of literals and parameters only: the hot path of writes, which the lexer
 // alone decides. Such a statement calls nothing and reads no row; the only
 // expressions it makes DuckDB evaluate are the target's DEFAULTs for
-// columns it leaves out, which wal.Deterministic checked when the table
+// columns it leaves out, which sqltext.Deterministic checked when the table
 // was created (see DESIGN.md), and the actions of the target's triggers,
 // which checkTrigger checked when each was created.
 func LiteralInsert(sql string) bool {
-	toks, err := wal.Lex(sql)
+	toks, err := sqltext.Lex(sql)
 	if err != nil {
 		return false
 	}
-	sig := wal.SignificantTokens(toks)
+	sig := sqltext.SignificantTokens(toks)
 	k := 0
 	next := func(w string) bool {
 		if k < len(sig) && sig[k].Is(w) {
@@ -212,7 +212,7 @@ func LiteralInsert(sql string) bool {
 	if !next("insert") || !next("into") {
 		return false
 	}
-	for k < len(sig) && (sig[k].Kind == wal.TokIdent || sig[k].Kind == wal.TokQuotedIdent) {
+	for k < len(sig) && (sig[k].Kind == sqltext.TokIdent || sig[k].Kind == sqltext.TokQuotedIdent) {
 		k++
 		if k < len(sig) && sig[k].IsPunct('.') {
 			k++
@@ -222,7 +222,7 @@ func LiteralInsert(sql string) bool {
 	}
 	if k < len(sig) && sig[k].IsPunct('(') {
 		for k++; k < len(sig) && !sig[k].IsPunct(')'); k++ {
-			if t := sig[k]; t.Kind != wal.TokIdent && t.Kind != wal.TokQuotedIdent && !t.IsPunct(',') {
+			if t := sig[k]; t.Kind != sqltext.TokIdent && t.Kind != sqltext.TokQuotedIdent && !t.IsPunct(',') {
 				return false
 			}
 		}
@@ -234,16 +234,16 @@ func LiteralInsert(sql string) bool {
 	for ; k < len(sig); k++ {
 		t := sig[k]
 		switch t.Kind {
-		case wal.TokNumber, wal.TokString, wal.TokParam:
-		case wal.TokPunct:
+		case sqltext.TokNumber, sqltext.TokString, sqltext.TokParam:
+		case sqltext.TokPunct:
 			if !slices.Contains([]string{"(", ")", ",", ";"}, t.Text) {
 				return false
 			}
-		case wal.TokOp:
+		case sqltext.TokOp:
 			if t.Text != "-" && t.Text != "+" {
 				return false
 			}
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			if !t.Is("null") && !t.Is("true") && !t.Is("false") {
 				return false
 			}

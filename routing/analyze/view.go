@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // newest reads, for the kind of object a CREATE makes, the oid and text of
@@ -73,7 +73,7 @@ func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (strin
 
 // orReplace reports whether a CREATE statement says OR REPLACE.
 func orReplace(sql string) bool {
-	toks, _ := wal.Lex(sql)
-	sig := wal.SignificantTokens(toks)
+	toks, _ := sqltext.Lex(sql)
+	sig := sqltext.SignificantTokens(toks)
 	return len(sig) > 2 && strings.EqualFold(sig[1].Text, "OR") && strings.EqualFold(sig[2].Text, "REPLACE")
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // benchDashboard is a dashboard-sized query; %d makes each text new.
@@ -71,7 +71,7 @@ func BenchmarkClassify(b *testing.B) {
 					sql = fmt.Sprintf(bc.sql, benchSeq.Add(1))
 				}
 				if bc.lexer {
-					texts, err := wal.SplitStatements(sql)
+					texts, err := sqltext.SplitStatements(sql)
 					if err == nil {
 						_, err = classifyTexts(nil, sql, texts)
 					}

@@ -1,16 +1,16 @@
 // Package classify tells what each statement of a client's text does
 // (reads, writes, transaction control or session settings), which decides
 // where routing runs it. DuckDB's own parser decides (duckdb.go), the lexer
-// of package wal splits the text and answers where the parser cannot, and
-// results are cached by text (cache.go). routing/DESIGN.md describes the
-// rules and their limits.
+// of package node/sqltext splits the text and answers where the parser
+// cannot, and results are cached by text (cache.go). routing/DESIGN.md
+// describes the rules and their limits.
 package classify
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // Class says what a statement does, which decides where it runs.
@@ -21,7 +21,7 @@ const (
 	// Read changes nothing and may run on any node fresh enough.
 	Read Class = iota + 1
 	// Write changes database state and goes through the leader and
-	// the Raft log (wal.Deterministic may still refuse it).
+	// the Raft log (sqltext.Deterministic may still refuse it).
 	Write
 	Begin
 	Commit
@@ -70,7 +70,7 @@ type Statement struct {
 }
 
 // Statements splits sql into statements and classifies each one with
-// DuckDB's own parser (duckdb.go): the lexer of package wal splits
+// DuckDB's own parser (duckdb.go): the lexer of package node/sqltext splits
 // the text, DuckDB's parser must agree on every statement, and its parse
 // tree decides a query's class from the functions the query calls. A text
 // DuckDB splits differently is refused; a statement DuckDB's parser rejects
@@ -83,7 +83,7 @@ func Statements(sql string) ([]Statement, error) {
 	if stmts, ok := classCache.get(sql); ok {
 		return stmts, nil
 	}
-	texts, err := wal.SplitStatements(sql)
+	texts, err := sqltext.SplitStatements(sql)
 	if err != nil {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
@@ -135,15 +135,15 @@ func isWordByte(c byte) bool {
 // statement it does not serialize) and the whole answer when no parser
 // could be opened. Unknown statements are writes: the leader then decides,
 // and refuses what it cannot replicate.
-func lexClass(toks []wal.Token) Class {
-	var sig []wal.Token
+func lexClass(toks []sqltext.Token) Class {
+	var sig []sqltext.Token
 	for _, t := range toks {
 		if t.Significant() {
 			sig = append(sig, t)
 		}
 	}
 	word := func(k int, w string) bool { return k < len(sig) && sig[k].Is(w) }
-	verb, v := wal.Verb(toks)
+	verb, v := sqltext.Verb(toks)
 	switch verb {
 	case "select", "from", "values", "table", "pivot", "unpivot", "describe", "desc", "show", "summarize":
 		return classifyQuery(sig)
@@ -209,7 +209,7 @@ func lexClass(toks []wal.Token) Class {
 // sig[v] explains, and whether EXPLAIN runs it: EXPLAIN ANALYZE and an
 // option list naming ANALYZE do, whatever its value (DuckDB 1.5 runs
 // EXPLAIN (ANALYZE false) too).
-func explainTarget(sig []wal.Token, v int) (int, bool) {
+func explainTarget(sig []sqltext.Token, v int) (int, bool) {
 	k := v + 1
 	if k < len(sig) && (sig[k].Is("analyze") || sig[k].Is("analyse")) {
 		return k + 1, true
@@ -217,7 +217,7 @@ func explainTarget(sig []wal.Token, v int) (int, bool) {
 	if k >= len(sig) || !sig[k].IsPunct('(') {
 		return k, false
 	}
-	end := wal.Closing(sig, k)
+	end := sqltext.Closing(sig, k)
 	if end < 0 {
 		return len(sig), true
 	}
@@ -234,16 +234,16 @@ func explainTarget(sig []wal.Token, v int) (int, bool) {
 // setseed() seeds the session's random(). A name counts as a call when a
 // parenthesis follows it, quoted or qualified ('s'.nextval() chains a call
 // in DuckDB), which errs on the side of writes.
-func classifyQuery(sig []wal.Token) Class {
+func classifyQuery(sig []sqltext.Token) Class {
 	class := Read
 	for k := 0; k+1 < len(sig); k++ {
 		if !sig[k+1].IsPunct('(') {
 			continue
 		}
 		switch sig[k].Kind {
-		case wal.TokIdent:
+		case sqltext.TokIdent:
 			class = worse(class, callClass(strings.ToLower(sig[k].Text)))
-		case wal.TokQuotedIdent:
+		case sqltext.TokQuotedIdent:
 			name := strings.ReplaceAll(sig[k].Text[1:len(sig[k].Text)-1], `""`, `"`)
 			class = worse(class, callClass(strings.ToLower(name)))
 		}
@@ -270,7 +270,7 @@ func worse(a, b Class) Class {
 
 // copyTo reports whether a COPY statement writes out (COPY … TO), rather
 // than loading (COPY … FROM) or copying a database (COPY FROM DATABASE).
-func copyTo(sig []wal.Token) bool {
+func copyTo(sig []sqltext.Token) bool {
 	depth := 0
 	for k := 1; k < len(sig); k++ {
 		switch {
@@ -287,9 +287,9 @@ func copyTo(sig []wal.Token) bool {
 	return false
 }
 
-func hasOp(sig []wal.Token, op string) bool {
+func hasOp(sig []sqltext.Token, op string) bool {
 	for _, t := range sig {
-		if t.Kind == wal.TokOp && t.Text == op {
+		if t.Kind == sqltext.TokOp && t.Text == op {
 			return true
 		}
 	}
@@ -297,7 +297,7 @@ func hasOp(sig []wal.Token, op string) bool {
 }
 
 // indexOf returns the index of t in toks, matched by offset.
-func indexOf(toks []wal.Token, t wal.Token) int {
+func indexOf(toks []sqltext.Token, t sqltext.Token) int {
 	for i, x := range toks {
 		if x.Pos == t.Pos {
 			return i

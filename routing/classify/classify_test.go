@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/duckraft/duckraft/node/engine"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // classifyTests lists statements, their class, and whether DuckDB can run
@@ -188,7 +188,7 @@ func TestClassify(t *testing.T) {
 func TestClassifyLexerOnly(t *testing.T) {
 	sqlParser()
 	for _, tt := range classifyTests {
-		texts, err := wal.SplitStatements(tt.sql)
+		texts, err := sqltext.SplitStatements(tt.sql)
 		if err != nil {
 			t.Fatal(err)
 		}

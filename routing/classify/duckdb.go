@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/duckraft/duckraft/node/engine"
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // parser is the process's DuckDB parser (engine.Parser: an in-memory
@@ -92,7 +92,7 @@ func callClass(name string) Class {
 	return Read
 }
 
-// queryVerbs are the verbs (wal.Verb) of statements DuckDB may parse as
+// queryVerbs are the verbs (sqltext.Verb) of statements DuckDB may parse as
 // SELECT statements; their parse tree is serialized. Other statements are
 // only counted, and their class comes from the lexer.
 var queryVerbs = map[string]bool{
@@ -149,7 +149,7 @@ func classifyTexts(p *engine.Parser, sql string, texts []string) ([]Statement, e
 // around it). It returns the number of statements DuckDB makes of
 // parseText, or -1 when DuckDB's parser rejects it or there is no parser.
 func classifyStatement(p *engine.Parser, text, parseText string, depth int) (Class, int, error) {
-	toks, err := wal.Lex(text)
+	toks, err := sqltext.Lex(text)
 	if err != nil {
 		return 0, 0, fmt.Errorf("classify: %w", err)
 	}
@@ -157,7 +157,7 @@ func classifyStatement(p *engine.Parser, text, parseText string, depth int) (Cla
 	if p == nil {
 		return lexed, -1, nil
 	}
-	verb, v := wal.Verb(toks)
+	verb, v := sqltext.Verb(toks)
 	var parsed engine.Parsed
 	if queryVerbs[verb] {
 		parsed, err = p.Parse(parseText)
@@ -257,7 +257,7 @@ func classifyInner(p *engine.Parser, sql string, depth int) Class {
 	if depth+1 >= maxDepth {
 		return Write
 	}
-	texts, err := wal.SplitStatements(sql)
+	texts, err := sqltext.SplitStatements(sql)
 	if err != nil {
 		return Write
 	}
@@ -275,8 +275,8 @@ func classifyInner(p *engine.Parser, sql string, depth int) Class {
 // nonSelectClass classifies a statement that DuckDB parses but not as a
 // SELECT statement (or expands into several). Its kind comes from the
 // lexer; what it runs inside is classified from DuckDB's parse.
-func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string, v int, lexed Class, expanded bool, depth int) Class {
-	var sig []wal.Token
+func nonSelectClass(p *engine.Parser, text string, toks []sqltext.Token, verb string, v int, lexed Class, expanded bool, depth int) Class {
+	var sig []sqltext.Token
 	if verb == "explain" || verb == "copy" || verb == "call" {
 		for _, t := range toks {
 			if t.Significant() {
@@ -299,7 +299,7 @@ func nonSelectClass(p *engine.Parser, text string, toks []wal.Token, verb string
 			return lexed
 		}
 		if len(sig) > 1 && sig[1].IsPunct('(') {
-			if end := wal.Closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != Read {
+			if end := sqltext.Closing(sig, 1); end < 0 || classifyInner(p, text[sig[1].Pos+1:sig[end].Pos], depth) != Read {
 				return Write
 			}
 		}

@@ -3,7 +3,7 @@ package classify
 import (
 	"strings"
 
-	"github.com/duckraft/duckraft/wal"
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // sessionSettings are the settings a client may change with SET or RESET,
@@ -63,7 +63,7 @@ var readPragmas = map[string]bool{
 // for a setting of sessionSettings in the session scope, Node for the
 // GLOBAL scope or a logging setting, Refused for anything else (other
 // settings, SET VARIABLE, RESET ALL).
-func settingClass(sig []wal.Token, v int) Class {
+func settingClass(sig []sqltext.Token, v int) Class {
 	k := v + 1
 	if k < len(sig) && sig[k].Is("global") {
 		return Node
@@ -78,7 +78,7 @@ func settingClass(sig []wal.Token, v int) Class {
 	switch {
 	case nodeSettings[name]:
 		return Node
-	case sig[k].Kind != wal.TokIdent && sig[k].Kind != wal.TokQuotedIdent:
+	case sig[k].Kind != sqltext.TokIdent && sig[k].Kind != sqltext.TokQuotedIdent:
 		return Refused
 	case k+1 < len(sig) && sig[k+1].IsPunct('.'):
 		// A qualified name (an extension's namespace) is never listed.
@@ -93,7 +93,7 @@ func settingClass(sig []wal.Token, v int) Class {
 // pragmaClass classifies the PRAGMA at sig[v]: a listed reporting PRAGMA
 // is a read, every other one is refused (PRAGMA x = y is SET x = y in
 // DuckDB, in the scope DuckDB picks).
-func pragmaClass(sig []wal.Token, v int) Class {
+func pragmaClass(sig []sqltext.Token, v int) Class {
 	if len(sig) > v+1 && readPragmas[strings.ToLower(sig[v+1].Text)] && !hasOp(sig, "=") {
 		return Read
 	}
@@ -101,8 +101,8 @@ func pragmaClass(sig []wal.Token, v int) Class {
 }
 
 // settingName is the lower-cased name a token gives a setting.
-func settingName(t wal.Token) string {
-	if t.Kind == wal.TokQuotedIdent {
+func settingName(t sqltext.Token) string {
+	if t.Kind == sqltext.TokQuotedIdent {
 		return strings.ToLower(strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(t.Text, `"`), `"`), `""`, `"`))
 	}
 	return strings.ToLower(t.Text)

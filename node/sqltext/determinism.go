@@ -1,4 +1,4 @@
-package wal
+package sqltext
 
 import (
 	"errors"
@@ -130,11 +130,11 @@ func isNodeLocal(name string) bool {
 func Deterministic(sql string, ts time.Time, volatile Volatile) (Plan, error) {
 	toks, err := Lex(sql)
 	if err != nil {
-		return Plan{}, fmt.Errorf("wal: %w", err)
+		return Plan{}, fmt.Errorf("sqltext: %w", err)
 	}
 	s := newStmt(sql, toks)
 	if n := s.statements(); n != 1 {
-		return Plan{}, fmt.Errorf("wal: Deterministic takes one statement, got %d", n)
+		return Plan{}, fmt.Errorf("sqltext: Deterministic takes one statement, got %d", n)
 	}
 	verb, v := Verb(toks)
 	f, err := s.findings(volatile)
@@ -504,7 +504,7 @@ func (s *stmt) rewrite(uses []clockUse, ts time.Time) string {
 func rewriteClock(sql string, ts time.Time) (string, error) {
 	toks, err := Lex(sql)
 	if err != nil {
-		return "", fmt.Errorf("wal: %w", err)
+		return "", fmt.Errorf("sqltext: %w", err)
 	}
 	s := newStmt(sql, toks)
 	f, err := s.findings(nil)
@@ -587,7 +587,7 @@ func (s *stmt) splitInsert(v int, f findings) (*Materialize, error) {
 		k += 2
 	}
 	if t := s.at(k); t.Kind != TokIdent && t.Kind != TokQuotedIdent {
-		return nil, fmt.Errorf("wal: INSERT without a table name at offset %d", t.Pos)
+		return nil, fmt.Errorf("sqltext: INSERT without a table name at offset %d", t.Pos)
 	}
 	m.Table = s.sql[s.at(first).Pos:s.end(k)]
 	k++
@@ -599,11 +599,11 @@ func (s *stmt) splitInsert(v int, f findings) (*Materialize, error) {
 		for k++; !s.punct(k, ')'); k++ {
 			t := s.at(k)
 			if t.Kind != TokIdent && t.Kind != TokQuotedIdent {
-				return nil, fmt.Errorf("wal: unexpected %q in INSERT column list at offset %d", t.Text, t.Pos)
+				return nil, fmt.Errorf("sqltext: unexpected %q in INSERT column list at offset %d", t.Text, t.Pos)
 			}
 			m.Columns = append(m.Columns, t.Text)
 			if k++; !s.punct(k, ',') && !s.punct(k, ')') {
-				return nil, fmt.Errorf("wal: unexpected %q in INSERT column list at offset %d", s.at(k).Text, s.at(k).Pos)
+				return nil, fmt.Errorf("sqltext: unexpected %q in INSERT column list at offset %d", s.at(k).Text, s.at(k).Pos)
 			}
 			if s.punct(k, ')') {
 				break
@@ -746,15 +746,15 @@ func ClassifyFunction(name string, volatile Volatile) FuncClass {
 func Materialized(sql string, ts time.Time, why string, sequence bool) (Plan, error) {
 	toks, err := Lex(sql)
 	if err != nil {
-		return Plan{}, fmt.Errorf("wal: %w", err)
+		return Plan{}, fmt.Errorf("sqltext: %w", err)
 	}
 	s := newStmt(sql, toks)
 	if n := s.statements(); n != 1 {
-		return Plan{}, fmt.Errorf("wal: Materialized takes one statement, got %d", n)
+		return Plan{}, fmt.Errorf("sqltext: Materialized takes one statement, got %d", n)
 	}
 	verb, v := Verb(toks)
 	if verb != "insert" {
-		return Plan{}, fmt.Errorf("wal: Materialized takes an INSERT, not %s", strings.ToUpper(verb))
+		return Plan{}, fmt.Errorf("sqltext: Materialized takes an INSERT, not %s", strings.ToUpper(verb))
 	}
 	m, err := s.splitInsert(v, findings{nodeLocal: why, sequence: sequence})
 	if err != nil {

@@ -1,4 +1,4 @@
-package wal
+package sqltext
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files from the curre
 
 // pkgPrefix is the package prefix of the rules' own errors, left out of
 // the golden files: they pin what the rules decide, not where they live.
-const pkgPrefix = "wal: "
+const pkgPrefix = "sqltext: "
 
 // goldenTime is the leader's timestamp of the rules' golden file.
 var goldenTime = leaderTime
