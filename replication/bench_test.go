@@ -99,7 +99,7 @@ func BenchmarkApplySteps(b *testing.B) {
 		}
 		t1 := time.Now()
 		res := &wal.Result{Index: idx}
-		if err := f.applyEntry(ctx, cmd.Entry, cmd.Timestamp, res); err != nil {
+		if err := f.applyEntry(ctx, cmd.Entry, lexEntry(cmd.Entry), cmd.Timestamp, res); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()

@@ -39,13 +39,12 @@ type plainInsert struct {
 // parsePlainInsert recognizes a statement that may be merged with others
 // of the same target. It is conservative: anything it does not fully
 // understand is not merged.
-func parsePlainInsert(sql string) (plainInsert, bool) {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func parsePlainInsert(st sqltext.Statement) (plainInsert, bool) {
+	if st.Err() != nil {
 		return plainInsert{}, false
 	}
 	var sig []sqltext.Token
-	for _, t := range toks {
+	for _, t := range st.Tokens() {
 		switch t.Kind {
 		case sqltext.TokComment:
 			return plainInsert{}, false
@@ -93,7 +92,7 @@ func parsePlainInsert(sql string) (plainInsert, bool) {
 	last := sig[len(sig)-1]
 	return plainInsert{
 		target: target,
-		values: sql[sig[start].Pos : last.Pos+len(last.Text)],
+		values: st.Text[sig[start].Pos : last.Pos+len(last.Text)],
 		rows:   rows,
 	}, true
 }
@@ -222,11 +221,14 @@ const maxMergedText = 4 << 10
 // merged run: a small plain literal INSERT without parameters.
 func mergeableInsert(p pending) (plainInsert, bool) {
 	st, ok := p.cmd.Entry.(wal.Statement)
-	if !ok || len(st.Params) > 0 || len(st.SQL) > maxMergedText || firstKeyword(st.SQL) != "INSERT" ||
-		checkStatement(st.SQL) != nil {
+	if !ok || len(st.Params) > 0 || len(st.SQL) > maxMergedText {
 		return plainInsert{}, false
 	}
-	return parsePlainInsert(st.SQL)
+	text := p.statement(0, st.SQL)
+	if firstKeyword(text) != "INSERT" || checkStatement(text) != nil {
+		return plainInsert{}, false
+	}
+	return parsePlainInsert(text)
 }
 
 // parseInserts sets the insert of every command of work that may join a

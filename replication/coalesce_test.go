@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -43,7 +44,7 @@ func TestParsePlainInsert(t *testing.T) {
 		{sql: "INSERT INTO t VALUES (DEFAULT)"},
 	}
 	for _, tt := range tests {
-		got, ok := parsePlainInsert(tt.sql)
+		got, ok := parsePlainInsert(sqltext.Parse(tt.sql))
 		if ok != tt.ok {
 			t.Errorf("%q: ok = %v, want %v", tt.sql, ok, tt.ok)
 			continue

@@ -258,8 +258,42 @@ type pending struct {
 	index uint64
 	cmd   wal.Command
 	out   *cmdResult
+	// texts are the command's statements, lexed once for every attempt
+	// to apply them (lexEntry).
+	texts []sqltext.Statement
 	// insert is set when the command may join a merged run of INSERTs.
 	insert *plainInsert
+}
+
+// lexEntry lexes the statements of a command's entry: for a Statement its
+// own, for a Txn one per entry (the zero Statement for an entry that is no
+// statement).
+func lexEntry(e wal.Entry) []sqltext.Statement {
+	switch e := e.(type) {
+	case wal.Statement:
+		return []sqltext.Statement{sqltext.Parse(e.SQL)}
+	case wal.Txn:
+		out := make([]sqltext.Statement, len(e.Entries))
+		for i, sub := range e.Entries {
+			if st, ok := sub.(wal.Statement); ok {
+				out[i] = sqltext.Parse(st.SQL)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// statement returns the statement at i of p's texts (as lexEntry numbers
+// them), whose text is sql, lexing it if p's texts do not hold it.
+func (p pending) statement(i int, sql string) sqltext.Statement { return lexedAt(p.texts, i, sql) }
+
+// lexedAt returns texts[i] if it is sql lexed, else sql lexed now.
+func lexedAt(texts []sqltext.Statement, i int, sql string) sqltext.Statement {
+	if i < len(texts) && texts[i].Text == sql {
+		return texts[i]
+	}
+	return sqltext.Parse(sql)
 }
 
 // Apply implements raft.FSM.
@@ -350,6 +384,9 @@ var errTxnBroken = errors.New("a statement ended the apply transaction")
 // deterministically the transaction is rolled back and the batch re-applied
 // without it; the failure becomes that command's result on every node.
 func (f *fsm) applyWork(work []pending, prev, last uint64) error {
+	for i := range work {
+		work[i].texts = lexEntry(work[i].cmd.Entry)
+	}
 	if serialApply(work) {
 		if err := f.serial.acquire(); err != nil {
 			return err
@@ -437,18 +474,18 @@ func unrecoverable(err error) bool {
 }
 
 // serialApply reports whether work holds a statement that reads rows while
-// it writes (sqltext.ReadsRows: INSERT … SELECT, UPDATE, DELETE, MERGE, CREATE
-// TABLE … AS, ALTER TABLE). DuckDB runs those on several threads, and then
-// the order in which nextval hands out values or a floating-point sum adds
-// up differs from node to node.
+// it writes (sqltext.Statement.ReadsRows: INSERT … SELECT, UPDATE, DELETE,
+// MERGE, CREATE TABLE … AS, ALTER TABLE). DuckDB runs those on several
+// threads, and then the order in which nextval hands out values or a
+// floating-point sum adds up differs from node to node.
 func serialApply(work []pending) bool {
 	for _, p := range work {
 		entries := []wal.Entry{p.cmd.Entry}
 		if txn, ok := p.cmd.Entry.(wal.Txn); ok {
 			entries = txn.Entries
 		}
-		for _, e := range entries {
-			if st, ok := e.(wal.Statement); ok && sqltext.ReadsRows(st.SQL) {
+		for i, e := range entries {
+			if st, ok := e.(wal.Statement); ok && p.statement(i, st.SQL).ReadsRows() {
 				return true
 			}
 		}
@@ -499,7 +536,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 		res := &wal.Result{Index: p.index}
 		err, ok := failed[k]
 		if !ok {
-			if err = f.applyEntry(ctx, p.cmd.Entry, p.cmd.Timestamp, res); err != nil {
+			if err = f.applyEntry(ctx, p.cmd.Entry, p.texts, p.cmd.Timestamp, res); err != nil {
 				if nodeLocal(err) || !f.conn.InTransaction() {
 					return -1, fmt.Errorf("entry %d: %w", p.index, err)
 				}
@@ -539,11 +576,11 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 const pruneEvery = 1024
 
 // applyEntry applies one entry of a command stamped ts, adding its effects
-// to res.
-func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, ts int64, res *wal.Result) error {
+// to res. texts are its statements as lexEntry lexes them.
+func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, texts []sqltext.Statement, ts int64, res *wal.Result) error {
 	switch e := e.(type) {
 	case wal.Statement:
-		return f.applyStatement(ctx, e, res)
+		return f.applyStatement(ctx, e, lexedAt(texts, 0, e.SQL), res)
 	case wal.Append:
 		// An append names its schema as data, which checkStatement never
 		// sees; DuckDB finds schemas whatever the case of their names.
@@ -561,7 +598,11 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, ts int64, res *wal.Re
 		res.RowsChanged += int64(c.Rows)
 	case wal.Txn:
 		for i, sub := range e.Entries {
-			if err := f.applyEntry(ctx, sub, ts, res); err != nil {
+			var text []sqltext.Statement
+			if i < len(texts) {
+				text = texts[i : i+1]
+			}
+			if err := f.applyEntry(ctx, sub, text, ts, res); err != nil {
 				return fmt.Errorf("txn entry %d: %w", i, err)
 			}
 		}
@@ -576,8 +617,9 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, ts int64, res *wal.Re
 	return nil
 }
 
-func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *wal.Result) error {
-	if err := checkStatement(s.SQL); err != nil {
+// applyStatement applies s, whose text is lexed as text.
+func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, text sqltext.Statement, res *wal.Result) error {
+	if err := checkStatement(text); err != nil {
 		return err
 	}
 	if !s.Returning {
@@ -595,10 +637,10 @@ func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *wal.Resu
 		res.RowsChanged += n
 		return nil
 	}
-	if done, err := f.applyCounted(ctx, s, res); done {
+	if done, err := f.applyCounted(ctx, s, text, res); done {
 		return err
 	}
-	sql, err := inlineParams(s.SQL, s.Params)
+	sql, err := inlineParams(text, s.Params)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
@@ -640,13 +682,13 @@ func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, res *wal.Resu
 // the rows changed, so the statement runs like a plain Exec and the row is
 // built here, without streaming and re-encoding a result. done is false for
 // other statements, which the caller runs as a query.
-func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, res *wal.Result) (done bool, err error) {
-	switch firstKeyword(s.SQL) {
+func (f *fsm) applyCounted(ctx context.Context, s wal.Statement, text sqltext.Statement, res *wal.Result) (done bool, err error) {
+	switch firstKeyword(text) {
 	case "INSERT", "UPDATE", "DELETE":
 	default:
 		return false, nil
 	}
-	if hasWord(s.SQL, "RETURNING") {
+	if hasWord(text, "RETURNING") {
 		return false, nil
 	}
 	st, err := f.conn.Prepare(s.SQL)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -76,7 +77,7 @@ func (f *fsm) prove(ctx context.Context, cmd wal.Command, timeout time.Duration)
 		// statement does not show.
 		return nil
 	}
-	work := []pending{{cmd: cmd}}
+	work := []pending{{cmd: cmd, texts: lexEntry(cmd.Entry)}}
 	if serialApply(work) {
 		if err := f.serial.acquire(); err != nil {
 			return err
@@ -84,7 +85,7 @@ func (f *fsm) prove(ctx context.Context, cmd wal.Command, timeout time.Duration)
 		defer f.serial.release()
 	}
 	for attempt := 1; ; attempt++ {
-		err := f.tryProve(ctx, cmd)
+		err := f.tryProve(ctx, cmd, work[0].texts)
 		switch {
 		case err == nil:
 			return nil
@@ -109,13 +110,14 @@ func (f *fsm) prove(ctx context.Context, cmd wal.Command, timeout time.Duration)
 	}
 }
 
-// tryProve runs cmd's entry in a transaction and rolls it back.
-func (f *fsm) tryProve(ctx context.Context, cmd wal.Command) error {
+// tryProve runs cmd's entry, whose statements are lexed as texts, in a
+// transaction and rolls it back.
+func (f *fsm) tryProve(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error {
 	if err := f.conn.Begin(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer f.rollback()
-	return f.applyEntry(ctx, cmd.Entry, cmd.Timestamp, &wal.Result{})
+	return f.applyEntry(ctx, cmd.Entry, texts, cmd.Timestamp, &wal.Result{})
 }
 
 // hasTriggers reports whether the database holds a trigger (DuckDB 2.0).

@@ -12,21 +12,18 @@ import (
 	"github.com/duckraft/duckraft/wal"
 )
 
-// code returns the tokens of sql that carry meaning, as sqltext's lexer reads
-// them: not space or comments. An unterminated string, quoted identifier or
-// comment is one token running to the end of sql; DuckDB reports the error.
-func code(sql string) []sqltext.Token {
-	toks, _ := sqltext.Lex(sql)
-	return sqltext.SignificantTokens(toks)
-}
+// The applier reads an entry's statements through the tokens that carry
+// meaning (sqltext.Statement.Significant: not space or comments). An
+// unterminated string, quoted identifier or comment is one token running to
+// the end of the text; DuckDB reports the error.
 
-// firstKeyword returns the first word of code in sql, after any opening
+// firstKeyword returns the first word of st, after any opening
 // parentheses, upper-cased: the statement's keyword if it starts with one.
 // The word is the first token's leading ASCII letters, digits and
 // underscores (the whole token if it has none) because DuckDB runs
 // COMMITé, which lexes as one identifier, as COMMIT.
-func firstKeyword(sql string) string {
-	for _, t := range code(sql) {
+func firstKeyword(st sqltext.Statement) string {
+	for _, t := range st.Significant() {
 		if t.IsPunct('(') {
 			continue
 		}
@@ -43,9 +40,9 @@ func isASCIIWordChar(r rune) bool {
 	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
-// hasWord reports whether the bare word w appears in the code of sql.
-func hasWord(sql, w string) bool {
-	for _, t := range code(sql) {
+// hasWord reports whether the bare word w appears in st.
+func hasWord(st sqltext.Statement, w string) bool {
+	for _, t := range st.Significant() {
 		if t.Is(w) {
 			return true
 		}
@@ -84,9 +81,9 @@ var refusedKeywords = map[string]bool{
 // checkStatement refuses SQL the applier cannot run inside its batch
 // transaction. It depends only on the text, so every node refuses the same
 // statements.
-func checkStatement(sql string) error {
-	kw := firstKeyword(sql)
-	toks := code(sql)
+func checkStatement(st sqltext.Statement) error {
+	kw := firstKeyword(st)
+	toks := st.Significant()
 	switch {
 	case kw == "":
 		return fmt.Errorf("%w: empty statement", ErrRefused)
@@ -123,16 +120,15 @@ func namesMetaSchema(toks []sqltext.Token) bool {
 	return false
 }
 
-// inlineParams replaces the ? and $n placeholders of sql with SQL literals of
-// params, for statements run through Conn.Query, which binds no parameters.
-// A ? takes the next parameter. DuckDB reads ?n as $n, but the applier has
-// always read it as ? followed by the number n, and every node must go on
-// applying old log entries as it did.
-func inlineParams(sql string, params []wal.Param) (string, error) {
-	toks, _ := sqltext.Lex(sql)
+// inlineParams replaces the ? and $n placeholders of st with SQL literals
+// of params, for statements run through Conn.Query, which binds no
+// parameters. A ? takes the next parameter. DuckDB reads ?n as $n, but the
+// applier has always read it as ? followed by the number n, and every node
+// must go on applying old log entries as it did.
+func inlineParams(st sqltext.Statement, params []wal.Param) (string, error) {
 	var b strings.Builder
 	next := 0
-	for _, t := range toks {
+	for _, t := range st.Tokens() {
 		if t.Kind != sqltext.TokParam || t.Text[0] == '$' && !isDigit(t.Text[1]) {
 			b.WriteString(t.Text)
 			continue

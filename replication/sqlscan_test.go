@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -48,7 +49,7 @@ func TestCheckStatement(t *testing.T) {
 		{`SELECT a$e'\'; COMMIT; SELECT '\'`, true},
 	}
 	for _, tt := range tests {
-		err := checkStatement(tt.sql)
+		err := checkStatement(sqltext.Parse(tt.sql))
 		if got := err != nil; got != tt.refused || err != nil && !errors.Is(err, ErrRefused) {
 			t.Errorf("checkStatement(%q) = %v, want refused %v", tt.sql, err, tt.refused)
 		}
@@ -77,13 +78,13 @@ func TestInlineParams(t *testing.T) {
 		{"SELECT ?2", []wal.Param{wal.Int64(1)}, "SELECT 1::BIGINT2"},
 	}
 	for _, tt := range tests {
-		got, err := inlineParams(tt.sql, tt.params)
+		got, err := inlineParams(sqltext.Parse(tt.sql), tt.params)
 		if err != nil || got != tt.want {
 			t.Errorf("inlineParams(%q) = %q, %v; want %q", tt.sql, got, err, tt.want)
 		}
 	}
 	for _, sql := range []string{"SELECT ?, ?", "SELECT $2", "SELECT $0", "SELECT $99999999999999999999"} {
-		if _, err := inlineParams(sql, []wal.Param{wal.Null()}); err == nil {
+		if _, err := inlineParams(sqltext.Parse(sql), []wal.Param{wal.Null()}); err == nil {
 			t.Errorf("inlineParams(%q) accepted", sql)
 		}
 	}
@@ -107,7 +108,7 @@ func TestHasWord(t *testing.T) {
 		{"SELECT 1 AS x$returning, 2 AS returning$x, $returning", false},
 	}
 	for _, tt := range tests {
-		if got := hasWord(tt.sql, "RETURNING"); got != tt.want {
+		if got := hasWord(sqltext.Parse(tt.sql), "RETURNING"); got != tt.want {
 			t.Errorf("hasWord(%q) = %v, want %v", tt.sql, got, tt.want)
 		}
 	}
@@ -148,7 +149,7 @@ func TestCheckStatementKeepsTransaction(t *testing.T) {
 		texts = append(texts, b.String())
 	}
 	for _, sql := range texts {
-		if checkStatement(sql) != nil {
+		if checkStatement(sqltext.Parse(sql)) != nil {
 			continue
 		}
 		if err := c.Begin(ctx); err != nil {

@@ -35,8 +35,8 @@ func ParseLevel(s string) (Level, error) {
 
 // consistencySetting recognises SET duckraft_consistency = '…', which the
 // router handles itself. The value is a plain string without quotes in it.
-func consistencySetting(sql string) (Level, bool, error) {
-	v, ok := setStatement(sql, "duckraft_consistency")
+func consistencySetting(stmt sqltext.Statement) (Level, bool, error) {
+	v, ok := setStatement(stmt, "duckraft_consistency")
 	if !ok || v.Kind != sqltext.TokString || v.Text[0] != '\'' || strings.Count(v.Text, "'") != 2 {
 		return "", false, nil
 	}
@@ -45,9 +45,9 @@ func consistencySetting(sql string) (Level, bool, error) {
 }
 
 // setStatement recognises SET [SESSION] name (= | TO) value [;] as the whole
-// of sql, but for space and comments, and returns the value's token.
-func setStatement(sql, name string) (sqltext.Token, bool) {
-	sig, ok := significant(sql)
+// of stmt, but for space and comments, and returns the value's token.
+func setStatement(stmt sqltext.Statement, name string) (sqltext.Token, bool) {
+	sig, ok := significant(stmt)
 	if !ok {
 		return sqltext.Token{}, false
 	}
@@ -62,14 +62,13 @@ func setStatement(sql, name string) (sqltext.Token, bool) {
 	return sig[k+2], true
 }
 
-// significant returns the tokens of sql that carry meaning, without a final
-// semicolon; ok is false if sql does not lex.
-func significant(sql string) ([]sqltext.Token, bool) {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+// significant returns the tokens of stmt that carry meaning, without a
+// final semicolon; ok is false if stmt does not lex.
+func significant(stmt sqltext.Statement) ([]sqltext.Token, bool) {
+	if stmt.Err() != nil {
 		return nil, false
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := stmt.Significant()
 	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
 		sig = sig[:n-1]
 	}

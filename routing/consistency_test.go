@@ -1,6 +1,10 @@
 package routing
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/duckraft/duckraft/node/sqltext"
+)
 
 func TestConsistencySetting(t *testing.T) {
 	for sql, want := range map[string]Level{
@@ -10,12 +14,12 @@ func TestConsistencySetting(t *testing.T) {
 		"  Set duckraft_consistency='session';  -- the default":    Session,
 		"\v\fSET\tSESSION\nduckraft_consistency\f=\v'strong'\n;\n": Strong,
 	} {
-		if got, ok, err := consistencySetting(sql); !ok || err != nil || got != want {
+		if got, ok, err := consistencySetting(sqltext.Parse(sql)); !ok || err != nil || got != want {
 			t.Errorf("%q: %q %v %v, want %q", sql, got, ok, err, want)
 		}
 	}
 	for _, sql := range []string{"SET duckraft_consistency = 'fast'", "SET duckraft_consistency TO ''"} {
-		if _, ok, err := consistencySetting(sql); !ok || err == nil {
+		if _, ok, err := consistencySetting(sqltext.Parse(sql)); !ok || err == nil {
 			t.Errorf("%q: recognised %v, error %v; want an unknown level", sql, ok, err)
 		}
 	}
@@ -37,7 +41,7 @@ func TestConsistencySetting(t *testing.T) {
 		"SELECT 'SET duckraft_consistency = ''strong'''",
 		"-- SET duckraft_consistency = 'strong'",
 	} {
-		if l, ok, err := consistencySetting(sql); ok {
+		if l, ok, err := consistencySetting(sqltext.Parse(sql)); ok {
 			t.Errorf("%q recognised: %q %v", sql, l, err)
 		}
 	}

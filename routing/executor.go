@@ -269,7 +269,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return rows, err
 	}
 	if len(stmts) == 1 {
-		if rows, ok, err := e.routerSetting(st, stmts[0].SQL); ok {
+		if rows, ok, err := e.routerSetting(st, stmts[0].Statement); ok {
 			return rows, err
 		}
 	}
@@ -303,10 +303,12 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		return nil, errors.New("duckraft: this text mixes reads and writes in one request; send them separately")
 	}
 	var entries []wal.Entry
+	lexed := make([]sqltext.Statement, 0, len(stmts))
 	for _, stmt := range stmts {
-		entries = append(entries, wal.Statement{SQL: stmt.SQL})
+		entries = append(entries, wal.Statement{SQL: stmt.Text})
+		lexed = append(lexed, stmt.Statement)
 	}
-	res, err := e.write(ctx, st, newCommand(entries))
+	res, err := e.write(ctx, st, newCommand(entries), lexed)
 	if err != nil {
 		return nil, err
 	}
@@ -334,9 +336,9 @@ func refuseNodeStatements(stmts []classify.Statement) error {
 	for _, stmt := range stmts {
 		switch stmt.Class {
 		case classify.Node:
-			return fmt.Errorf("%w: %s", ErrNodeStatement, stmt.SQL)
+			return fmt.Errorf("%w: %s", ErrNodeStatement, stmt.Text)
 		case classify.Refused:
-			return fmt.Errorf("%w: %s", ErrSettingRefused, stmt.SQL)
+			return fmt.Errorf("%w: %s", ErrSettingRefused, stmt.Text)
 		}
 	}
 	return nil
@@ -345,8 +347,8 @@ func refuseNodeStatements(stmts []classify.Statement) error {
 // routerSetting handles the settings the router keeps itself (SET
 // duckraft_consistency, duckraft_split_scan, duckraft_statement_timeout);
 // ok is false for any other statement.
-func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool, error) {
-	if level, ok, err := consistencySetting(sql); ok {
+func (e *Executor) routerSetting(st *sessionState, stmt sqltext.Statement) (node.Rows, bool, error) {
+	if level, ok, err := consistencySetting(stmt); ok {
 		if err != nil {
 			return nil, true, err
 		}
@@ -356,7 +358,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
-	if key, ok, err := writeKeySetting(sql); ok {
+	if key, ok, err := writeKeySetting(stmt); ok {
 		if err != nil {
 			return nil, true, err
 		}
@@ -366,7 +368,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
-	if d, ok, err := timeoutSetting(sql); ok {
+	if d, ok, err := timeoutSetting(stmt); ok {
 		if err != nil {
 			return nil, true, err
 		}
@@ -376,7 +378,7 @@ func (e *Executor) routerSetting(st *sessionState, sql string) (node.Rows, bool,
 		e.sessionChanged(st)
 		return successRows(), true, nil
 	}
-	if n, ok, err := splitSetting(sql); ok {
+	if n, ok, err := splitSetting(stmt); ok {
 		if err != nil {
 			return nil, true, err
 		}
@@ -405,7 +407,7 @@ func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string,
 	if ok, err := e.appendToTxn(st, a, uint64(chunk.Rows)); ok || err != nil {
 		return err
 	}
-	_, err = e.write(ctx, st, newCommand([]wal.Entry{a}))
+	_, err = e.write(ctx, st, newCommand([]wal.Entry{a}), nil)
 	return err
 }
 

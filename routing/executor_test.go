@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
@@ -135,7 +136,7 @@ func TestWriteKeySetting(t *testing.T) {
 		{"SET duckraft_write_key = '00112233445566778899aabbccddeefg'", true, true},
 		{"SET duckraft_consistency = 'strong'", false, false},
 	} {
-		key, ok, err := writeKeySetting(tc.sql)
+		key, ok, err := writeKeySetting(sqltext.Parse(tc.sql))
 		if ok != tc.ok || (err != nil) != tc.bad || ok && !tc.bad && len(key) != writeKeyBytes {
 			t.Errorf("%s: key %x, recognised %v, err %v", tc.sql, key, ok, err)
 		}

@@ -61,7 +61,7 @@ func duckdbPaths(db *engine.DB) ([]string, error) {
 // (access.Guard.Check), whatever the session's role.
 func (e *Executor) checkAccess(stmts []classify.Statement) error {
 	for _, stmt := range stmts {
-		if err := e.guard.Check(stmt.SQL); err != nil {
+		if err := e.guard.Check(stmt.Statement); err != nil {
 			return err
 		}
 	}

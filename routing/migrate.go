@@ -14,7 +14,6 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/outcome"
-	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
@@ -876,14 +875,13 @@ func (e *Executor) sessionStatements(st *sessionState, stmts []classify.Statemen
 
 // makesTemporary reports whether stmts create objects that live only in
 // the session's connection: prepared statements and secrets (temporary
-// tables and views are refused: wal/determinism.go).
+// tables and views are refused: node/sqltext's rules).
 func makesTemporary(stmts []classify.Statement) bool {
 	for _, st := range stmts {
-		toks, err := sqltext.Lex(st.SQL)
-		if err != nil {
+		if st.Err() != nil {
 			continue
 		}
-		switch verb, _ := sqltext.Verb(toks); verb {
+		switch verb, _ := st.Verb(); verb {
 		case "prepare", "create":
 			return true
 		}

@@ -40,8 +40,8 @@ func (e *UnknownOutcomeError) ErrorCode() string { return string(outcome.Unknown
 
 // writeKeySetting recognises SET duckraft_write_key = '<hex>', the
 // idempotency key of the session's next write (UnknownOutcomeError).
-func writeKeySetting(sql string) ([]byte, bool, error) {
-	v, ok := setStatement(sql, "duckraft_write_key")
+func writeKeySetting(stmt sqltext.Statement) ([]byte, bool, error) {
+	v, ok := setStatement(stmt, "duckraft_write_key")
 	if !ok {
 		return nil, false, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/outcome"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/routing/classify"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -133,7 +134,9 @@ func (e *Executor) readUnbounded(ctx context.Context, s *node.Session, st *sessi
 	last, split := st.lastIndex, st.split
 	st.mu.Unlock()
 	if split > 1 && level != Strong {
-		if table, ok := splitTable(sql); ok {
+		// The whole text, as sent: only one statement, with at most one
+		// semicolon after it, is split.
+		if table, ok := splitTable(sqltext.Parse(sql)); ok {
 			rows, err := e.splitRead(ctx, s, st, table, split, level, last)
 			e.observeRead(level, "split", err)
 			return rows, err

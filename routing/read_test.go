@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/wal"
@@ -16,26 +17,26 @@ func TestSplitTable(t *testing.T) {
 		` SELECT  *  FROM "my ""t"" x" `:   `"my ""t"" x"`,
 		"SELECT * FROM db.main.lineitem\n": "db.main.lineitem",
 	} {
-		if got, ok := splitTable(sql); !ok || got != want {
+		if got, ok := splitTable(sqltext.Parse(sql)); !ok || got != want {
 			t.Errorf("%q: %q %v, want %q", sql, got, ok, want)
 		}
 	}
 	for _, sql := range []string{"SELECT * FROM t WHERE a = 1", "SELECT a FROM t", "SELECT * FROM t ORDER BY a",
 		"SELECT * FROM t LIMIT 5", "SELECT * FROM t, u", "SELECT * FROM read_csv('x')"} {
-		if got, ok := splitTable(sql); ok {
+		if got, ok := splitTable(sqltext.Parse(sql)); ok {
 			t.Errorf("%q split as %q", sql, got)
 		}
 	}
 }
 
 func TestSplitSetting(t *testing.T) {
-	if n, ok, err := splitSetting("SET duckraft_split_scan = 3"); !ok || err != nil || n != 3 {
+	if n, ok, err := splitSetting(sqltext.Parse("SET duckraft_split_scan = 3")); !ok || err != nil || n != 3 {
 		t.Errorf("got %d %v %v", n, ok, err)
 	}
-	if _, ok, err := splitSetting("set duckraft_split_scan to '99'"); !ok || err == nil {
+	if _, ok, err := splitSetting(sqltext.Parse("set duckraft_split_scan to '99'")); !ok || err == nil {
 		t.Errorf("99 shares accepted: %v %v", ok, err)
 	}
-	if _, ok, _ := splitSetting("SET threads = 3"); ok {
+	if _, ok, _ := splitSetting(sqltext.Parse("SET threads = 3")); ok {
 		t.Error("another setting recognised")
 	}
 }

@@ -33,7 +33,7 @@ func requireRole(s *node.Session, stmts []classify.Statement) error {
 	}
 	for _, stmt := range stmts {
 		if !role.Allows(tokens.Read) || !readOnly(stmt) {
-			return &node.PermissionError{What: statementName(stmt.SQL), Have: role, Need: tokens.Write}
+			return &node.PermissionError{What: statementName(stmt.Text), Have: role, Need: tokens.Write}
 		}
 	}
 	return nil
@@ -48,11 +48,10 @@ func readOnly(stmt classify.Statement) bool {
 	default:
 		return false
 	}
-	toks, err := sqltext.Lex(stmt.SQL)
-	if err != nil {
+	if stmt.Err() != nil {
 		return false
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := stmt.Significant()
 	if stmt.Class == classify.Session {
 		return len(sig) > 0 && (sig[0].Is("set") || sig[0].Is("reset") || sig[0].Is("use"))
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/wire"
-	"github.com/duckraft/duckraft/wal"
 )
 
 // sessionState is what the router remembers per Quack session.
@@ -94,14 +94,15 @@ func (st *sessionState) setTxn(t *pendingTxn) {
 	st.mu.Unlock()
 }
 
-// addToTxn adds a write to the open transaction; false if none is open.
-func (st *sessionState) addToTxn(e wal.Entry) bool {
+// addStatementToTxn adds a statement to the open transaction; false if
+// none is open.
+func (st *sessionState) addStatementToTxn(stmt sqltext.Statement) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.txn == nil {
 		return false
 	}
-	st.txn.add(e)
+	st.txn.addStatement(stmt)
 	return true
 }
 

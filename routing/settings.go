@@ -27,21 +27,20 @@ const maxSettings = 256
 func followingSettings(stmts []classify.Statement) []string {
 	var out []string
 	for _, st := range stmts {
-		toks, err := sqltext.Lex(st.SQL)
-		if err != nil {
+		if st.Err() != nil {
 			continue
 		}
-		verb, _ := sqltext.Verb(toks)
+		verb, _ := st.Verb()
 		switch verb {
 		case "set", "reset":
-			if scopeGlobal(toks) {
+			if scopeGlobal(st.Tokens()) {
 				continue
 			}
 		case "use":
 		default:
 			continue
 		}
-		out = append(out, st.SQL)
+		out = append(out, st.Text)
 	}
 	return out
 }

@@ -28,8 +28,8 @@ const (
 
 // splitSetting recognises SET duckraft_split_scan = R, which the router
 // handles itself (0 or 1 turns split scans off).
-func splitSetting(sql string) (int, bool, error) {
-	v, ok := setStatement(sql, "duckraft_split_scan")
+func splitSetting(stmt sqltext.Statement) (int, bool, error) {
+	v, ok := setStatement(stmt, "duckraft_split_scan")
 	digits := v.Text
 	switch {
 	case ok && v.Kind == sqltext.TokString && digits[0] == '\'':
@@ -47,12 +47,12 @@ func splitSetting(sql string) (int, bool, error) {
 	return n, true, nil
 }
 
-// splitTable returns the table a splittable statement scans. A split scan
+// splitTable returns the table a splittable text scans. A split scan
 // serves one statement shape, SELECT * FROM name[.name[.name]], all columns
 // of one table with no filter, order or limit, so that the shares' union is
 // the whole answer.
-func splitTable(sql string) (string, bool) {
-	sig, ok := significant(sql)
+func splitTable(text sqltext.Statement) (string, bool) {
+	sig, ok := significant(text)
 	if !ok || len(sig) < 4 || !sig[0].Is("select") || sig[1].Kind != sqltext.TokOp || sig[1].Text != "*" || !sig[2].Is("from") {
 		return "", false
 	}
@@ -66,7 +66,7 @@ func splitTable(sql string) (string, bool) {
 		}
 	}
 	last := name[len(name)-1]
-	return sql[name[0].Pos : last.Pos+len(last.Text)], true
+	return text.Text[name[0].Pos : last.Pos+len(last.Text)], true
 }
 
 // namePart reports whether t can be one part of a table's name: a quoted

@@ -1,6 +1,10 @@
 package routing
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/duckraft/duckraft/node/sqltext"
+)
 
 func TestSplitTableTokens(t *testing.T) {
 	for sql, want := range map[string]string{
@@ -12,7 +16,7 @@ func TestSplitTableTokens(t *testing.T) {
 		"SELECT * FROM a$b":                          "a$b",
 		"SELECT * FROM main /* schema */ . lineitem": "main /* schema */ . lineitem",
 	} {
-		if got, ok := splitTable(sql); !ok || got != want {
+		if got, ok := splitTable(sqltext.Parse(sql)); !ok || got != want {
 			t.Errorf("%q: %q %v, want %q", sql, got, ok, want)
 		}
 	}
@@ -24,7 +28,7 @@ func TestSplitTableTokens(t *testing.T) {
 		// as part of a word.
 		"SELECT * FROM größe", "SELECT * FROM t\u00a0LIMIT\u00a05",
 	} {
-		if got, ok := splitTable(sql); ok {
+		if got, ok := splitTable(sqltext.Parse(sql)); ok {
 			t.Errorf("%q split as %q", sql, got)
 		}
 	}
@@ -37,12 +41,12 @@ func TestSplitSettingTokens(t *testing.T) {
 		"SET duckraft_split_scan=007;":                7,
 		"SET /* r */ duckraft_split_scan TO '16' ; ":  16,
 	} {
-		if got, ok, err := splitSetting(sql); !ok || err != nil || got != want {
+		if got, ok, err := splitSetting(sqltext.Parse(sql)); !ok || err != nil || got != want {
 			t.Errorf("%q: %d %v %v, want %d", sql, got, ok, err, want)
 		}
 	}
 	for _, sql := range []string{"SET duckraft_split_scan = 17", "SET duckraft_split_scan = 99999999999999999999"} {
-		if _, ok, err := splitSetting(sql); !ok || err == nil {
+		if _, ok, err := splitSetting(sqltext.Parse(sql)); !ok || err == nil {
 			t.Errorf("%q: recognised %v, error %v; want out of range", sql, ok, err)
 		}
 	}
@@ -52,7 +56,7 @@ func TestSplitSettingTokens(t *testing.T) {
 		"SET duckraft_split_scan = ''", "SET duckraft_split_scan TO3", "SET duckraft_split_scan = E'3'",
 		"SET duckraft_split_scan = ' 3'", "SET duckraft_split_scan = 3;;",
 	} {
-		if n, ok, err := splitSetting(sql); ok {
+		if n, ok, err := splitSetting(sqltext.Parse(sql)); ok {
 			t.Errorf("%q recognised: %d %v", sql, n, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -50,9 +51,11 @@ type runChunk struct {
 }
 
 // txnItem is one write of a pending transaction: an entry, or a run of
-// appends.
+// appends. A statement's entry comes with the statement as the client's
+// text was lexed, for the leader (Executor.write).
 type txnItem struct {
 	entry wal.Entry
+	lexed sqltext.Statement
 	run   *appendRun
 }
 
@@ -67,8 +70,13 @@ type pendingTxn struct {
 	parts  uint32
 }
 
-// add appends a statement to the transaction.
+// add appends an entry to the transaction.
 func (t *pendingTxn) add(e wal.Entry) { t.items = append(t.items, txnItem{entry: e}) }
+
+// addStatement appends a client's statement to the transaction.
+func (t *pendingTxn) addStatement(stmt sqltext.Statement) {
+	t.items = append(t.items, txnItem{entry: wal.Statement{SQL: stmt.Text}, lexed: stmt})
+}
 
 // addAppend appends an append of rows rows to the transaction; it joins
 // the last run when that targets the same table.
@@ -232,7 +240,7 @@ func (s *stager) send(e *Executor, st *sessionState, cmd wal.Command) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 	defer cancel()
-	if _, err := e.write(ctx, st, cmd); err != nil {
+	if _, err := e.write(ctx, st, cmd, nil); err != nil {
 		s.fail(err)
 	}
 }
@@ -355,35 +363,38 @@ func (t *pendingTxn) takeStages(limit int, final bool) []wal.Stage {
 
 // commitEntries returns the transaction's entries for its COMMIT: staged
 // runs become Staged entries once their last rows are in the log, others
-// stay appends.
-func (e *Executor) commitEntries(t *pendingTxn) ([]wal.Entry, error) {
+// stay appends. lexed holds its statements as they were lexed, in order
+// (Executor.write).
+func (e *Executor) commitEntries(t *pendingTxn) (entries []wal.Entry, lexed []sqltext.Statement, err error) {
 	if t.stager != nil {
 		for _, entry := range t.takeStages(e.stageBytes(), true) {
 			if !t.stager.put(entry) {
-				return nil, errStagerStopped
+				return nil, nil, errStagerStopped
 			}
 		}
 		if err := t.stager.wait(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	var out []wal.Entry
 	for _, it := range t.items {
 		r := it.run
 		switch {
 		case r == nil:
-			out = append(out, it.entry)
+			entries = append(entries, it.entry)
+			if _, ok := it.entry.(wal.Statement); ok {
+				lexed = append(lexed, it.lexed)
+			}
 		case r.staged:
 			schema, parents := splitSchemaPath(r.schema)
-			out = append(out, wal.Staged{ID: t.stager.id, Part: r.part, Rows: r.sent, Schema: schema, Parents: parents, Table: r.table})
+			entries = append(entries, wal.Staged{ID: t.stager.id, Part: r.part, Rows: r.sent, Schema: schema, Parents: parents, Table: r.table})
 		default:
 			schema, parents := splitSchemaPath(r.schema)
 			for _, c := range r.chunks {
-				out = append(out, wal.Append{Schema: schema, Parents: parents, Table: r.table, Chunk: c.enc})
+				entries = append(entries, wal.Append{Schema: schema, Parents: parents, Table: r.table, Chunk: c.enc})
 			}
 		}
 	}
-	return out, nil
+	return entries, lexed, nil
 }
 
 // unstage drops what a transaction that will not commit staged: after a
@@ -396,7 +407,7 @@ func (e *Executor) unstage(st *sessionState, t *pendingTxn) {
 	t.stager.wait()
 	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 	defer cancel()
-	if _, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Unstage{ID: t.stager.id, IdleBefore: math.MaxInt64}})); err != nil {
+	if _, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Unstage{ID: t.stager.id, IdleBefore: math.MaxInt64}}), nil); err != nil {
 		e.log.Warn("dropping a transaction's staged rows failed; the leader drops them once they have been idle for the stage timeout",
 			"stage", fmt.Sprintf("%x", t.stager.id), "err", err)
 	}

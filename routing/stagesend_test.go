@@ -65,7 +65,7 @@ func TestTakeStages(t *testing.T) {
 		}
 	}()
 	e := &Executor{cfg: Config{StageBytes: 100}}
-	entries, err := e.commitEntries(txn)
+	entries, _, err := e.commitEntries(txn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestCommitEntriesWithoutStaging(t *testing.T) {
 	txn.addAppend(a, 1)
 	txn.add(wal.Statement{SQL: "DELETE FROM a"})
 	e := &Executor{}
-	entries, err := e.commitEntries(txn)
+	entries, _, err := e.commitEntries(txn)
 	if err != nil {
 		t.Fatal(err)
 	}

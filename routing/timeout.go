@@ -40,8 +40,8 @@ const maxStatementTimeout = 7 * 24 * time.Hour
 // timeoutSetting recognises SET duckraft_statement_timeout = '<duration>'
 // (Go's syntax: '500ms', '30s', '10m', '1h'; a bare number of seconds;
 // '0' for none), which the router keeps itself.
-func timeoutSetting(sql string) (time.Duration, bool, error) {
-	v, ok := setStatement(sql, "duckraft_statement_timeout")
+func timeoutSetting(stmt sqltext.Statement) (time.Duration, bool, error) {
+	v, ok := setStatement(stmt, "duckraft_statement_timeout")
 	if !ok {
 		return 0, false, nil
 	}

@@ -3,6 +3,8 @@ package routing
 import (
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 func TestTimeoutSetting(t *testing.T) {
@@ -24,7 +26,7 @@ func TestTimeoutSetting(t *testing.T) {
 		{"SET duckraft_split_scan = 3", false, 0, false},
 	}
 	for _, tc := range cases {
-		d, ok, err := timeoutSetting(tc.sql)
+		d, ok, err := timeoutSetting(sqltext.Parse(tc.sql))
 		if ok != tc.ok || (err != nil) != tc.bad || !tc.bad && d != tc.want {
 			t.Errorf("%s: got %v, %v, %v", tc.sql, d, ok, err)
 		}

@@ -39,11 +39,11 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 				return nil, errors.New("TransactionContext Error: cannot commit - no transaction is active")
 			}
 			st.setTxn(nil)
-			entries, err := e.commitEntries(txn)
+			entries, lexed, err := e.commitEntries(txn)
 			if err == nil && len(entries) > 0 {
 				cmd := newCommand(entries)
 				st.commitKey(&cmd)
-				_, err = e.write(ctx, st, cmd)
+				_, err = e.write(ctx, st, cmd, lexed)
 			}
 			e.endTxn(st)
 			if err != nil {
@@ -60,30 +60,30 @@ func (e *Executor) transaction(ctx context.Context, s *node.Session, st *session
 			e.unstage(st, txn)
 			last = successRows()
 		case classify.Read:
-			rows, err := e.read(ctx, s, st, stmt.SQL)
+			rows, err := e.read(ctx, s, st, stmt.Text)
 			if err != nil {
 				return nil, err
 			}
 			last = rows
 		case classify.Session:
-			rows, err := node.LocalExecutor{}.Query(ctx, s, stmt.SQL)
+			rows, err := node.LocalExecutor{}.Query(ctx, s, stmt.Text)
 			if err != nil {
 				return nil, err
 			}
 			e.sessionStatements(st, []classify.Statement{stmt})
 			last = rows
 		default:
-			if txn != nil && sqltext.Returns(stmt.SQL) {
+			if txn != nil && stmt.Returns() {
 				// Its rows do not exist before COMMIT applies the
 				// transaction; an empty answer would be a wrong one.
 				return nil, errors.New("Not implemented Error: RETURNING inside a transaction: duckraft applies a transaction's writes at COMMIT, " +
 					"so their rows cannot be returned before it; run the statement outside a transaction")
 			}
-			if st.addToTxn(wal.Statement{SQL: stmt.SQL}) {
+			if st.addStatementToTxn(stmt.Statement) {
 				last = countRows(nil)
 				continue
 			}
-			res, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Statement{SQL: stmt.SQL}}))
+			res, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Statement{SQL: stmt.Text}}), []sqltext.Statement{stmt.Statement})
 			if err != nil {
 				return nil, err
 			}

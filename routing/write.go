@@ -52,10 +52,14 @@ func splitEntries(e wal.Entry) []wal.Entry {
 }
 
 // write applies cmd through the leader, retrying with the same idempotency
-// key across leader changes so that it applies once.
-func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+// key across leader changes so that it applies once. lexed holds the
+// command's statements as this node lexed them from the client's text, in
+// the order of its Statement entries (see lexedStatement), or is nil: a
+// leader here reads them as they are, and a leader elsewhere receives the
+// text and lexes it once.
+func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
 	keyed := st.useWriteKey(&cmd)
-	res, err := e.writeRetrying(ctx, st, cmd)
+	res, err := e.writeRetrying(ctx, st, cmd, lexed)
 	if keyed {
 		// The other nodes learn that the key was used before the
 		// write is answered: a node that adopts the session must not
@@ -72,7 +76,7 @@ func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command)
 // entered the log, the write ends applied or with an UnknownOutcomeError,
 // never with a later attempt's refusal: that would call failed a write
 // that may still apply.
-func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command) (*wal.Result, error) {
+func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
 	deadline := time.Now().Add(e.cfg.LeaderWait)
 	var logged error
 	fail := func(err error) (*wal.Result, error) {
@@ -98,7 +102,7 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 		var res *wal.Result
 		var err error
 		if e.cfg.Store.IsLeader() {
-			res, err = e.applyOnLeader(ctx, cmd)
+			res, err = e.applyOnLeader(ctx, cmd, lexed)
 		} else if addr, ok := e.leaderQuackAddr(); ok {
 			res, err = e.forwardWrite(ctx, addr, cmd)
 		} else {
@@ -195,7 +199,7 @@ func (e *Executor) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Re
 	if !e.cfg.Store.IsLeader() {
 		return nil, replication.ErrNotLeader
 	}
-	res, err := e.applyOnLeader(ctx, cmd)
+	res, err := e.applyOnLeader(ctx, cmd, nil)
 	return res, APIError(err)
 }
 
@@ -218,10 +222,13 @@ func APIError(err error) error {
 
 // applyOnLeader makes each statement of cmd deterministic with the
 // leader's clock, as the lexer's rules and DuckDB's binder decide
-// (routing/analyze), and proposes the result as one command.
-func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
+// (routing/analyze), and proposes the result as one command. Each
+// statement is lexed once: lexed holds those the client's node lexed (see
+// write), the others are lexed here.
+func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
 	now := e.cfg.Now()
 	var entries []wal.Entry
+	statements := 0
 	// The command is proved (Store.Prove) when one of its statements is
 	// heavy and every entry is safe to run twice: a statement the
 	// analysis cleared (no sequence), or an append.
@@ -240,10 +247,12 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 			if len(entry.Params) > 0 {
 				return nil, errors.New("duckraft: a forwarded statement carries no parameters")
 			}
-			if err := e.mixedEngines(analyze.LiteralInsert(entry.SQL)); err != nil {
+			stmt := lexedStatement(lexed, statements, entry.SQL)
+			statements++
+			if err := e.mixedEngines(analyze.LiteralInsert(stmt)); err != nil {
 				return nil, err
 			}
-			plan, err := e.analyzer.Decide(ctx, entry.SQL, now, e.volatile, e.log)
+			plan, err := e.analyzer.Decide(ctx, stmt, now, e.volatile, e.log)
 			if err != nil {
 				return nil, err
 			}
@@ -275,6 +284,15 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command) (*wal.Res
 		}
 	}
 	return e.cfg.Store.Execute(ctx, out)
+}
+
+// lexedStatement returns the command's statement number i, whose text is
+// sql: lexed[i] when the client's node lexed it, else sql lexed now.
+func lexedStatement(lexed []sqltext.Statement, i int, sql string) sqltext.Statement {
+	if i < len(lexed) && lexed[i].Text == sql {
+		return lexed[i]
+	}
+	return sqltext.Parse(sql)
 }
 
 // ErrMixedEngines refuses a write while the cluster's nodes embed

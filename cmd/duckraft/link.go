@@ -193,11 +193,11 @@ func (l *link) track(sql string) {
 	for _, s := range stmts {
 		switch s.Class {
 		case classify.Session:
-			if !isSetting(s.SQL) {
+			if !isSetting(s.Text) {
 				continue
 			}
-			l.settings = slices.DeleteFunc(l.settings, func(old string) bool { return old == s.SQL })
-			l.settings = append(l.settings, s.SQL)
+			l.settings = slices.DeleteFunc(l.settings, func(old string) bool { return old == s.Text })
+			l.settings = append(l.settings, s.Text)
 		case classify.Begin:
 			l.inTxn = true
 		case classify.Commit, classify.Rollback:

@@ -127,16 +127,15 @@ func isNodeLocal(name string) bool {
 // transaction), an INSERT whose values need volatile functions or node-local
 // files becomes a Materialize plan, and what cannot be made deterministic is
 // refused with an error wrapping ErrNondeterministic.
-func Deterministic(sql string, ts time.Time, volatile Volatile) (Plan, error) {
-	toks, err := Lex(sql)
-	if err != nil {
+func Deterministic(st Statement, ts time.Time, volatile Volatile) (Plan, error) {
+	if err := st.Err(); err != nil {
 		return Plan{}, fmt.Errorf("sqltext: %w", err)
 	}
-	s := newStmt(sql, toks)
+	s := newStmt(st)
 	if n := s.statements(); n != 1 {
 		return Plan{}, fmt.Errorf("sqltext: Deterministic takes one statement, got %d", n)
 	}
-	verb, v := Verb(toks)
+	verb, v := st.Verb()
 	f, err := s.findings(volatile)
 	if err != nil {
 		return Plan{}, err
@@ -251,20 +250,24 @@ func checkCreate(s *stmt, v int, f findings) error {
 		return refuse("nextval()/currval() in a generated column would be evaluated on every read of the node that reads it, and reads are not replicated; use DEFAULT nextval('s') instead, which the insert evaluates once")
 	case !s.createsTable(v) && s.namesRowID():
 		return refuse("rowid in %s would hide node-local row numbers (a snapshot restore or a checkpoint renumbers rows) from the writes that use it; select a key column instead", what)
-	case !s.createsTable(v) && Samples(s.sql):
+	case !s.createsTable(v) && samples(s.sig):
 		return refuse("sampling in %s would pick other rows on each replica in the writes that use it; sample in the statement that needs it (INSERT INTO t SELECT … USING SAMPLE …, which duckraft evaluates once on the leader)", what)
 	}
 	return nil
 }
 
-// Samples reports whether the text samples rows: USING SAMPLE or
-// TABLESAMPLE outside strings and comments.
-func Samples(sql string) bool {
-	toks, err := Lex(sql)
-	if err != nil {
+// Samples reports whether the statement samples rows: USING SAMPLE or
+// TABLESAMPLE outside strings and comments. Text the lexer cannot split
+// does not.
+func (s Statement) Samples() bool {
+	if s.err != nil {
 		return false
 	}
-	sig := SignificantTokens(toks)
+	return samples(s.sig)
+}
+
+// samples is Samples on a statement's significant tokens.
+func samples(sig []Token) bool {
 	for k, t := range sig {
 		if t.Is("tablesample") || t.Is("sample") && k > 0 && sig[k-1].Is("using") {
 			return true
@@ -284,29 +287,21 @@ func (s *stmt) namesRowID() bool {
 	return false
 }
 
-// stmt is a lexed statement with the indexes of its significant tokens.
+// stmt is a Statement as the rules read it: its text and its significant
+// tokens, by index.
 type stmt struct {
-	sql  string
-	toks []Token
-	sig  []int // indexes into toks of the non-space, non-comment tokens
+	sql string
+	sig []Token
 }
 
-func newStmt(sql string, toks []Token) *stmt {
-	s := &stmt{sql: sql, toks: toks}
-	for i, t := range toks {
-		if t.Significant() {
-			s.sig = append(s.sig, i)
-		}
-	}
-	return s
-}
+func newStmt(st Statement) *stmt { return &stmt{sql: st.Text, sig: st.sig} }
 
 // at returns the k-th significant token, or a zero Token past the end.
 func (s *stmt) at(k int) Token {
 	if k < 0 || k >= len(s.sig) {
 		return Token{}
 	}
-	return s.toks[s.sig[k]]
+	return s.sig[k]
 }
 
 func (s *stmt) word(k int, w string) bool { return s.at(k).Is(w) }
@@ -500,13 +495,14 @@ func (s *stmt) rewrite(uses []clockUse, ts time.Time) string {
 	return b.String()
 }
 
-// rewriteClock lexes sql again and rewrites its clock uses.
+// rewriteClock rewrites the clock uses of sql, a query made of parts of a
+// statement: a text of its own, which it lexes.
 func rewriteClock(sql string, ts time.Time) (string, error) {
-	toks, err := Lex(sql)
-	if err != nil {
+	st := Parse(sql)
+	if err := st.Err(); err != nil {
 		return "", fmt.Errorf("sqltext: %w", err)
 	}
-	s := newStmt(sql, toks)
+	s := newStmt(st)
 	f, err := s.findings(nil)
 	if err != nil {
 		return "", err
@@ -661,10 +657,13 @@ func startsQuery(t Token) bool {
 // the significant tokens: the first word, except that WITH … is looked
 // through to the SELECT, INSERT, UPDATE, DELETE or MERGE it introduces, and
 // a statement that opens with a parenthesis is a "select". It returns ""
-// for a statement without words.
-func Verb(toks []Token) (string, int) {
+// for a statement without words. toks may be a statement's tokens or only
+// its significant ones.
+func Verb(toks []Token) (string, int) { return verbOf(SignificantTokens(toks)) }
+
+// verbOf is Verb on significant tokens.
+func verbOf(sig []Token) (string, int) {
 	k := 0
-	sig := SignificantTokens(toks)
 	if len(sig) == 0 {
 		return "", -1
 	}
@@ -743,16 +742,15 @@ func ClassifyFunction(name string, volatile Volatile) FuncClass {
 // sample, rowid): why says which, for the refusals of the forms a plain
 // append cannot keep. sequence is set when the statement also calls
 // nextval or currval, which must run on every replica instead.
-func Materialized(sql string, ts time.Time, why string, sequence bool) (Plan, error) {
-	toks, err := Lex(sql)
-	if err != nil {
+func Materialized(st Statement, ts time.Time, why string, sequence bool) (Plan, error) {
+	if err := st.Err(); err != nil {
 		return Plan{}, fmt.Errorf("sqltext: %w", err)
 	}
-	s := newStmt(sql, toks)
+	s := newStmt(st)
 	if n := s.statements(); n != 1 {
 		return Plan{}, fmt.Errorf("sqltext: Materialized takes one statement, got %d", n)
 	}
-	verb, v := Verb(toks)
+	verb, v := st.Verb()
 	if verb != "insert" {
 		return Plan{}, fmt.Errorf("sqltext: Materialized takes an INSERT, not %s", strings.ToUpper(verb))
 	}
@@ -781,19 +779,18 @@ var namingTable = map[string]bool{
 	"truncate": true, "on": true,
 }
 
-// ReadsRows reports whether the text of a write may read rows while it
-// writes, by its words: the applier then runs it on one DuckDB thread, so
-// that nextval hands out values, and floating-point sums add up, in the
-// same order on every node (docs/determinism.md, rule 2). A macro can hide
-// a query from it; the leader's binder (routing/analyze) makes such a write
-// one the leader evaluates, or refuses it. Text the lexer cannot split
-// counts as reading rows.
-func ReadsRows(sql string) bool {
-	toks, err := Lex(sql)
-	if err != nil {
+// ReadsRows reports whether a write may read rows while it writes, by its
+// words: the applier then runs it on one DuckDB thread, so that nextval
+// hands out values, and floating-point sums add up, in the same order on
+// every node (docs/determinism.md, rule 2). A macro can hide a query from
+// it; the leader's binder (routing/analyze) makes such a write one the
+// leader evaluates, or refuses it. Text the lexer cannot split counts as
+// reading rows.
+func (s Statement) ReadsRows() bool {
+	if s.err != nil {
 		return true
 	}
-	sig := SignificantTokens(toks)
+	sig := s.sig
 	for k, t := range sig {
 		if t.Kind != TokIdent || !rowWords[strings.ToLower(t.Text)] {
 			continue
@@ -806,19 +803,18 @@ func ReadsRows(sql string) bool {
 	return false
 }
 
-// Names lists, lower-cased and without repeats, the functions sql calls
-// (clock keywords written without parentheses included) and every word of
-// it that may name a view or macro. Callers look those definitions up:
-// DuckDB 2.0's binder folds a call whose arguments are constant into a
-// constant, so a bound plan no longer shows a clock or session function
-// hidden in a macro or view (routing/analyze). Text the lexer cannot split
-// gives an error.
-func Names(sql string) (calls, words []string, err error) {
-	toks, err := Lex(sql)
-	if err != nil {
-		return nil, nil, err
+// Names lists, lower-cased and without repeats, the functions the
+// statement calls (clock keywords written without parentheses included)
+// and every word of it that may name a view or macro. Callers look those
+// definitions up: DuckDB 2.0's binder folds a call whose arguments are
+// constant into a constant, so a bound plan no longer shows a clock or
+// session function hidden in a macro or view (routing/analyze). Text the
+// lexer cannot split gives its error.
+func (s Statement) Names() (calls, words []string, err error) {
+	if s.err != nil {
+		return nil, nil, s.err
 	}
-	sig := SignificantTokens(toks)
+	sig := s.sig
 	for k, t := range sig {
 		if t.Kind != TokIdent && t.Kind != TokQuotedIdent {
 			continue
@@ -835,15 +831,14 @@ func Names(sql string) (calls, words []string, err error) {
 	return calls, words, nil
 }
 
-// Returns reports whether sql has a RETURNING clause: the word outside
-// strings, comments and quoted names (DuckDB reserves it). Text the lexer
-// cannot split counts as returning rows.
-func Returns(sql string) bool {
-	toks, err := Lex(sql)
-	if err != nil {
+// Returns reports whether the statement has a RETURNING clause: the word
+// outside strings, comments and quoted names (DuckDB reserves it). Text the
+// lexer cannot split counts as returning rows.
+func (s Statement) Returns() bool {
+	if s.err != nil {
 		return true
 	}
-	for _, t := range SignificantTokens(toks) {
+	for _, t := range s.sig {
 		if t.Kind == TokIdent && t.Is("returning") {
 			return true
 		}

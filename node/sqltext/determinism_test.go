@@ -62,7 +62,7 @@ func TestDeterministicRewrite(t *testing.T) {
 		{"EXPLAIN INSERT INTO t VALUES (random())", "EXPLAIN INSERT INTO t VALUES (random())"},
 	}
 	for _, tt := range tests {
-		plan, err := Deterministic(tt.sql, leaderTime, testVolatile)
+		plan, err := Deterministic(Parse(tt.sql), leaderTime, testVolatile)
 		if err != nil {
 			t.Errorf("Deterministic(%q): %v", tt.sql, err)
 			continue
@@ -94,7 +94,7 @@ func TestDeterministicMaterialize(t *testing.T) {
 			Materialize{Table: "t", Query: "SELECT a FROM u JOIN v ON u.k = v.k WHERE random() < 0.5"}},
 	}
 	for _, tt := range tests {
-		plan, err := Deterministic(tt.sql, leaderTime, testVolatile)
+		plan, err := Deterministic(Parse(tt.sql), leaderTime, testVolatile)
 		if err != nil {
 			t.Errorf("Deterministic(%q): %v", tt.sql, err)
 			continue
@@ -157,7 +157,7 @@ func TestDeterministicRefused(t *testing.T) {
 		{"INSERT INTO t SELECT * FROM query('SELECT random()')", ""}, // materialized, not refused
 	}
 	for _, tt := range tests {
-		plan, err := Deterministic(tt.sql, leaderTime, testVolatile)
+		plan, err := Deterministic(Parse(tt.sql), leaderTime, testVolatile)
 		if tt.why == "" {
 			if err != nil || plan.Materialize == nil {
 				t.Errorf("Deterministic(%q) = %+v, %v; want a Materialize plan", tt.sql, plan, err)
@@ -172,7 +172,7 @@ func TestDeterministicRefused(t *testing.T) {
 
 func TestDeterministicInput(t *testing.T) {
 	for _, sql := range []string{"INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)", "INSERT INTO t VALUES ('x", ""} {
-		if _, err := Deterministic(sql, leaderTime, testVolatile); err == nil || errors.Is(err, ErrNondeterministic) {
+		if _, err := Deterministic(Parse(sql), leaderTime, testVolatile); err == nil || errors.Is(err, ErrNondeterministic) {
 			t.Errorf("Deterministic(%q) error = %v, want an input error", sql, err)
 		}
 	}
@@ -283,7 +283,7 @@ func (r *replica) literalRows(t *testing.T, query string) string {
 // leader is replicas[0], which alone evaluates materialized queries.
 func apply(t *testing.T, replicas []*replica, sql string) {
 	t.Helper()
-	plan, err := Deterministic(sql, leaderTime, testVolatile)
+	plan, err := Deterministic(Parse(sql), leaderTime, testVolatile)
 	if err != nil {
 		t.Fatalf("Deterministic(%q): %v", sql, err)
 	}

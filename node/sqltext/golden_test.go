@@ -123,9 +123,9 @@ func errLine(err error) string {
 	return "error " + class + " " + strconv.Quote(strings.TrimPrefix(err.Error(), pkgPrefix))
 }
 
-// TestLexGolden pins what Lex and SplitStatements make of every text of
-// the corpus, and what Lex makes of each statement split from it (which is
-// what classification reads).
+// TestLexGolden pins what Lex and Split make of every text of the corpus:
+// the text's tokens, and each statement's range and tokens (what
+// classification reads).
 func TestLexGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, sql := range readCorpus(t) {
@@ -135,13 +135,14 @@ func TestLexGolden(t *testing.T) {
 		if err != nil {
 			fmt.Fprintf(&b, "lex %s\n", errLine(err))
 		}
-		texts, err := SplitStatements(sql)
+		stmts, err := Split(sql)
 		if err != nil {
 			fmt.Fprintf(&b, "split %s\n", errLine(err))
 			continue
 		}
 		pos := 0
-		for _, text := range texts {
+		for _, st := range stmts {
+			text := st.Text
 			k := strings.Index(sql[pos:], text)
 			if k < 0 {
 				t.Fatalf("%q: statement %q is not a part of the text", sql, text)
@@ -150,9 +151,8 @@ func TestLexGolden(t *testing.T) {
 			fmt.Fprintf(&b, "stmt %d-%d", pos, pos+len(text))
 			pos += len(text)
 			if text != sql {
-				toks, err := Lex(text)
-				fmt.Fprintf(&b, " %s", tokenLine(t, text, toks))
-				if err != nil {
+				fmt.Fprintf(&b, " %s", tokenLine(t, text, st.Tokens()))
+				if err := st.Err(); err != nil {
 					fmt.Fprintf(&b, " %s", errLine(err))
 				}
 			}
@@ -170,18 +170,18 @@ func TestRulesGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, sql := range readCorpus(t) {
 		fmt.Fprintf(&b, "%s\n", strconv.Quote(sql))
-		toks, _ := Lex(sql)
-		verb, v := Verb(toks)
-		fmt.Fprintf(&b, "verb %q %d reads %t returns %t samples %t\n", verb, v, ReadsRows(sql), Returns(sql), Samples(sql))
-		calls, words, err := Names(sql)
+		st := Parse(sql)
+		verb, v := st.Verb()
+		fmt.Fprintf(&b, "verb %q %d reads %t returns %t samples %t\n", verb, v, st.ReadsRows(), st.Returns(), st.Samples())
+		calls, words, err := st.Names()
 		if err != nil {
 			fmt.Fprintf(&b, "names %s\n", errLine(err))
 		} else {
 			fmt.Fprintf(&b, "names %q %q\n", calls, words)
 		}
-		plan, err := Deterministic(sql, goldenTime, testVolatile)
+		plan, err := Deterministic(st, goldenTime, testVolatile)
 		fmt.Fprintf(&b, "deterministic %s\n", planLine(sql, plan, err))
-		plan, err = Materialized(sql, goldenTime, "a()", false)
+		plan, err = Materialized(st, goldenTime, "a()", false)
 		fmt.Fprintf(&b, "materialized %s\n", planLine(sql, plan, err))
 	}
 	checkGolden(t, "testdata/rules.golden", b.Bytes())

@@ -357,37 +357,3 @@ func SignificantTokens(toks []Token) []Token {
 	}
 	return sig
 }
-
-// SplitStatements splits sql on top-level semicolons and returns each
-// statement's text, trimmed of surrounding space, leaving out the semicolons
-// and statements that are empty or only comments.
-func SplitStatements(sql string) ([]string, error) {
-	toks, err := Lex(sql)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	start, depth, significant := 0, 0, false
-	flush := func(end int) {
-		if significant {
-			out = append(out, strings.TrimSpace(sql[start:end]))
-		}
-	}
-	for _, t := range toks {
-		switch {
-		case t.IsPunct('(') || t.IsPunct('[') || t.IsPunct('{'):
-			depth++
-		case t.IsPunct(')') || t.IsPunct(']') || t.IsPunct('}'):
-			depth = max(depth-1, 0)
-		case t.IsPunct(';') && depth == 0:
-			flush(t.Pos)
-			start, significant = t.Pos+1, false
-			continue
-		}
-		if t.Significant() {
-			significant = true
-		}
-	}
-	flush(len(sql))
-	return out, nil
-}

@@ -75,7 +75,7 @@ func TestLexUnterminated(t *testing.T) {
 	}
 }
 
-func TestSplitStatements(t *testing.T) {
+func TestSplit(t *testing.T) {
 	tests := []struct {
 		sql  string
 		want []string
@@ -87,10 +87,87 @@ func TestSplitStatements(t *testing.T) {
 		{"SELECT $$;$$ /* ; */; SELECT \";\"", []string{"SELECT $$;$$ /* ; */", `SELECT ";"`}},
 	}
 	for _, tt := range tests {
-		got, err := SplitStatements(tt.sql)
-		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("SplitStatements(%q) = %q, %v; want %q", tt.sql, got, err, tt.want)
+		stmts, err := Split(tt.sql)
+		var got []string
+		for _, st := range stmts {
+			checkStatement(t, st, st.Text)
+			got = append(got, st.Text)
 		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Split(%q) = %q, %v; want %q", tt.sql, got, err, tt.want)
+		}
+	}
+}
+
+// Split cuts a statement's tokens out of the text's; where trimming the
+// statement's space cuts into a token (a line comment's newline, U+0085,
+// which the lexer reads as a letter, U+200B, which it reads as space), the
+// statement is lexed alone. Either way its tokens are what Lex makes of its
+// text.
+func TestSplitTrimmed(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT 1 -- c\n;", "SELECT 1 -- c\n", "SELECT x\u0085; SELECT 2", "\u0085SELECT 1", "\u0085",
+		"\u200b SELECT 1 \u200b", "SELECT 1;\u2028", "\u2028;SELECT 'a'\u00a0", "/* c */ SELECT 1 /* d */ ;  ",
+	} {
+		stmts, err := Split(sql)
+		want, _ := splitTexts(sql)
+		if err != nil || len(stmts) != len(want) {
+			t.Fatalf("Split(%q) = %d statements, %v; want %q", sql, len(stmts), err, want)
+		}
+		for i, st := range stmts {
+			checkStatement(t, st, want[i])
+		}
+	}
+}
+
+// splitTexts is how statements were split before Split cut them from the
+// text's tokens, kept as the reference Split must agree with: the trimmed
+// text between top-level semicolons of every statement with more than
+// space and comments.
+func splitTexts(sql string) ([]string, error) {
+	toks, err := Lex(sql)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	start, depth, significant := 0, 0, false
+	flush := func(end int) {
+		if significant {
+			out = append(out, strings.TrimSpace(sql[start:end]))
+		}
+	}
+	for _, t := range toks {
+		switch {
+		case t.IsPunct('(') || t.IsPunct('[') || t.IsPunct('{'):
+			depth++
+		case t.IsPunct(')') || t.IsPunct(']') || t.IsPunct('}'):
+			depth = max(depth-1, 0)
+		case t.IsPunct(';') && depth == 0:
+			flush(t.Pos)
+			start, significant = t.Pos+1, false
+			continue
+		}
+		if t.Significant() {
+			significant = true
+		}
+	}
+	flush(len(sql))
+	return out, nil
+}
+
+// checkStatement checks that st is the statement text, as Parse makes it.
+func checkStatement(t *testing.T, st Statement, text string) {
+	t.Helper()
+	want := Parse(text)
+	if st.Text != text || !reflect.DeepEqual(st.Tokens(), want.Tokens()) || !reflect.DeepEqual(st.Significant(), want.Significant()) ||
+		(st.Err() == nil) != (want.Err() == nil) {
+		t.Fatalf("statement %q, tokens %+v, error %v; want %q, tokens %+v, error %v", st.Text, st.Tokens(), st.Err(), text, want.Tokens(), want.Err())
+	}
+	if v, k := st.Verb(); v != want.verb || k != want.verbAt {
+		t.Fatalf("statement %q: verb %q at %d, want %q at %d", text, v, k, want.verb, want.verbAt)
+	}
+	if wv, wk := Verb(want.Tokens()); wv != want.verb || wk != want.verbAt {
+		t.Fatalf("statement %q: Parse's verb %q at %d, Verb's %q at %d", text, want.verb, want.verbAt, wv, wk)
 	}
 }
 
@@ -125,8 +202,15 @@ func FuzzLex(f *testing.F) {
 		if got := concat(toks); got != sql {
 			t.Fatalf("tokens concatenate to %q, want %q", got, sql)
 		}
-		SplitStatements(sql)
-		Deterministic(sql, leaderTime, testVolatile)
+		stmts, err := Split(sql)
+		want, wantErr := splitTexts(sql)
+		if (err == nil) != (wantErr == nil) || len(stmts) != len(want) {
+			t.Fatalf("Split(%q) = %d statements, %v; want %q, %v", sql, len(stmts), err, want, wantErr)
+		}
+		for i, st := range stmts {
+			checkStatement(t, st, want[i])
+		}
+		Deterministic(Parse(sql), leaderTime, testVolatile)
 	})
 }
 

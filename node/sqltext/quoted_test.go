@@ -31,7 +31,7 @@ func TestQuotedCalls(t *testing.T) {
 		{`CREATE MACRO tm() AS TABLE SELECT "rowid" FROM t`, "rowid in a stored view"},
 	}
 	for _, tt := range refused {
-		_, err := Deterministic(tt.sql, leaderTime, testVolatile)
+		_, err := Deterministic(Parse(tt.sql), leaderTime, testVolatile)
 		if !errors.Is(err, ErrNondeterministic) || !strings.Contains(err.Error(), tt.why) {
 			t.Errorf("Deterministic(%q) error = %v\nwant ErrNondeterministic with %q", tt.sql, err, tt.why)
 		}
@@ -42,12 +42,12 @@ func TestQuotedCalls(t *testing.T) {
 		{`UPDATE t SET x = "random"`, `UPDATE t SET x = "random"`}, // a column
 	}
 	for _, tt := range rewritten {
-		plan, err := Deterministic(tt.sql, leaderTime, testVolatile)
+		plan, err := Deterministic(Parse(tt.sql), leaderTime, testVolatile)
 		if err != nil || plan.SQL != tt.want {
 			t.Errorf("Deterministic(%q) = %q, %v; want %q", tt.sql, plan.SQL, err, tt.want)
 		}
 	}
-	plan, err := Deterministic(`INSERT INTO t VALUES ("uuid"())`, leaderTime, testVolatile)
+	plan, err := Deterministic(Parse(`INSERT INTO t VALUES ("uuid"())`), leaderTime, testVolatile)
 	if err != nil || plan.Materialize == nil {
 		t.Errorf(`Deterministic(INSERT … "uuid"()) = %+v, %v; want a Materialize plan`, plan, err)
 	}
@@ -68,7 +68,7 @@ func TestUnicodeSpaces(t *testing.T) {
 	for _, r := range duckdbSpaces {
 		sp := string(r)
 		sql := "UPDATE" + sp + "t" + sp + "SET" + sp + "x" + sp + "=" + sp + "random()"
-		if _, err := Deterministic(sql, leaderTime, testVolatile); !errors.Is(err, ErrNondeterministic) {
+		if _, err := Deterministic(Parse(sql), leaderTime, testVolatile); !errors.Is(err, ErrNondeterministic) {
 			t.Errorf("Deterministic(%q) error = %v, want ErrNondeterministic", sql, err)
 		}
 		toks, err := Lex("SELECT" + sp + "'a" + sp + "b'")
@@ -104,7 +104,7 @@ func TestReadsRows(t *testing.T) {
 		"INSERT\u00a0INTO t\u00a0SELECT\u00a01": true,
 		"INSERT INTO t VALUES ('x":              true,
 	} {
-		if got := ReadsRows(sql); got != want {
+		if got := Parse(sql).ReadsRows(); got != want {
 			t.Errorf("ReadsRows(%q) = %v, want %v", sql, got, want)
 		}
 	}

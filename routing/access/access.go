@@ -6,8 +6,8 @@
 // identifier, and by a name computed while the statement runs; DuckDB
 // itself keeps the database file and its WAL readable even with
 // enable_external_access off (it puts them in allowed_paths). A Guard
-// judges a statement's text, before it runs anywhere, by its tokens
-// (sqltext.Lex), so it sees every kind of statement alike.
+// judges a statement, before it runs anywhere, by its tokens (a
+// sqltext.Statement), so it sees every kind of statement alike.
 package access
 
 import (
@@ -64,11 +64,11 @@ type Names struct {
 // maxDepth bounds the nesting of query('…') texts inspected inside others.
 const maxDepth = 4
 
-// Inspect lists what sql, one or more statements, names. Text the lexer
+// Inspect lists what st, one or more statements, names. Text the lexer
 // cannot split is an error.
-func Inspect(sql string) (Names, error) {
+func Inspect(st sqltext.Statement) (Names, error) {
 	var n Names
-	if err := inspect(sql, &n, 0); err != nil {
+	if err := inspect(st, &n, 0); err != nil {
 		return Names{}, err
 	}
 	return n, nil
@@ -105,12 +105,11 @@ var opaqueFunctions = map[string]bool{"json_execute_serialized_sql": true}
 // namedSettings are the settings whose value names schemas.
 var namedSettings = map[string]bool{"search_path": true, "schema": true}
 
-func inspect(sql string, n *Names, depth int) error {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func inspect(st sqltext.Statement, n *Names, depth int) error {
+	if err := st.Err(); err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	for _, stmt := range splitStatements(sqltext.SignificantTokens(toks)) {
+	for _, stmt := range splitStatements(st.Significant()) {
 		if err := inspectStatement(stmt, n, depth); err != nil {
 			return err
 		}
@@ -332,7 +331,7 @@ func inspectCall(sig []sqltext.Token, k int, n *Names, depth int) error {
 				n.Computed = firstNonEmpty(n.Computed, "query() nested too deep")
 				continue
 			}
-			if err := inspect(v, n, depth+1); err != nil {
+			if err := inspect(sqltext.Parse(v), n, depth+1); err != nil {
 				return err
 			}
 		case name == "query_table" || name == "histogram" || name == "histogram_values":
@@ -647,15 +646,15 @@ func (g *Guard) addRoot(p string) {
 	}
 }
 
-// Check refuses sql, one or more statements, when it names a hidden
+// Check refuses st, one or more statements, when it names a hidden
 // schema, a name computed while it runs, or a protected file. The error
 // wraps ErrHiddenSchema, ErrComputedName or ErrProtectedFile, and clients
 // see it as DuckDB's Permission Error.
-func (g *Guard) Check(sql string) error {
-	if !mayReach(sql) {
+func (g *Guard) Check(st sqltext.Statement) error {
+	if !mayReach(st.Text) {
 		return nil
 	}
-	n, err := Inspect(sql)
+	n, err := Inspect(st)
 	if err != nil {
 		// The lexer cannot split the text: DuckDB's parser refuses it
 		// wherever it goes, so it reaches nothing.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/duckraft/duckraft/node/sqltext"
 )
 
 // node lays out what a node keeps on disk, in a temporary directory: its
@@ -91,7 +93,7 @@ func TestHiddenSchema(t *testing.T) {
 		`SELECT 1 AS "it's"; USE '_duckraft'`,
 		"SELECT 'a''b', E'\\'' FROM _duckraft.keys",
 	} {
-		if err := g.Check(sql); !errors.Is(err, ErrHiddenSchema) {
+		if err := g.Check(sqltext.Parse(sql)); !errors.Is(err, ErrHiddenSchema) {
 			t.Errorf("%s: %v, want ErrHiddenSchema", sql, err)
 		}
 	}
@@ -122,7 +124,7 @@ func TestComputedNames(t *testing.T) {
 		// A macro that would read whatever table its caller names.
 		"CREATE MACRO rd(x) AS TABLE SELECT * FROM query_table(x)",
 	} {
-		if err := g.Check(sql); !errors.Is(err, ErrComputedName) {
+		if err := g.Check(sqltext.Parse(sql)); !errors.Is(err, ErrComputedName) {
 			t.Errorf("%s: %v, want ErrComputedName", sql, err)
 		}
 	}
@@ -180,7 +182,7 @@ func TestProtectedFiles(t *testing.T) {
 		"ATTACH '" + db + "' AS copy",
 		"LOAD '" + n.data + "/x.duckdb_extension'",
 	} {
-		if err := g.Check(sql); !errors.Is(err, ErrProtectedFile) {
+		if err := g.Check(sqltext.Parse(sql)); !errors.Is(err, ErrProtectedFile) {
 			t.Errorf("%s: %v, want ErrProtectedFile", sql, err)
 		}
 	}
@@ -190,11 +192,11 @@ func TestProtectedFiles(t *testing.T) {
 		g := n.guard(t)
 		for _, sql := range []string{"SELECT * FROM read_blob('duckraft.db')", "SELECT * FROM read_blob('./raft/../duckraft.db.wal')",
 			"COPY t TO 'out.csv'", "SELECT * FROM read_blob('../tokens')"} {
-			if err := g.Check(sql); !errors.Is(err, ErrProtectedFile) {
+			if err := g.Check(sqltext.Parse(sql)); !errors.Is(err, ErrProtectedFile) {
 				t.Errorf("%s: %v, want ErrProtectedFile", sql, err)
 			}
 		}
-		if err := g.Check("SELECT * FROM read_csv('../other/x.csv')"); err != nil {
+		if err := g.Check(sqltext.Parse("SELECT * FROM read_csv('../other/x.csv')")); err != nil {
 			t.Errorf("a relative path outside: %v", err)
 		}
 	})
@@ -232,7 +234,7 @@ func TestOrdinaryStatementsPass(t *testing.T) {
 		"SELECT * FROM t, (SELECT 'x' AS y) s",
 		"WITH w AS (SELECT 'a', 'b') SELECT * FROM w",
 	} {
-		if err := g.Check(sql); err != nil {
+		if err := g.Check(sqltext.Parse(sql)); err != nil {
 			t.Errorf("%s: %v", sql, err)
 		}
 	}
@@ -284,7 +286,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(sql)))
 			for b.Loop() {
-				if err := g.Check(sql); err != nil {
+				if err := g.Check(sqltext.Parse(sql)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -74,9 +74,10 @@ type Analysis struct {
 	// them).
 	RowID bool
 	// HiddenScan is set when the plan scans rows but the text has no word
-	// that makes the applier apply it on one thread (sqltext.ReadsRows): a
-	// macro hides a query, and DuckDB's threads would then order nextval's
-	// values and floating-point sums differently on each node.
+	// that makes the applier apply it on one thread
+	// (sqltext.Statement.ReadsRows): a macro hides a query, and DuckDB's
+	// threads would then order nextval's values and floating-point sums
+	// differently on each node.
 	HiddenScan bool
 	// Query is set when the top operator runs a query (CREATE TABLE … AS,
 	// INSERT … SELECT): it has a child plan.
@@ -102,9 +103,9 @@ type Analysis struct {
 type Analyzer struct {
 	pool *engine.Pool
 
-	// guard, if set, judges a statement's text before anything else
+	// guard, if set, judges a statement before anything else
 	// (WithGuard).
-	guard func(sql string) error
+	guard func(sqltext.Statement) error
 
 	mu sync.Mutex
 	// builtin holds the definitions of DuckDB's own macros, read once
@@ -118,26 +119,26 @@ func New(pool *engine.Pool) *Analyzer { return &Analyzer{pool: pool} }
 // WithGuard makes Decide refuse first what check refuses (the node's
 // access.Guard: the leader evaluates a write that reads files itself, so
 // its own files must be out of reach too), and returns a.
-func (a *Analyzer) WithGuard(check func(sql string) error) *Analyzer {
+func (a *Analyzer) WithGuard(check func(sqltext.Statement) error) *Analyzer {
 	a.guard = check
 	return a
 }
 
-// Analyze binds the one statement sql and reports what its plan does. An
+// Analyze binds the one statement st and reports what its plan does. An
 // error wrapping ErrUnbound means DuckDB could not bind it here.
-func (a *Analyzer) Analyze(ctx context.Context, sql string) (Analysis, error) {
+func (a *Analyzer) Analyze(ctx context.Context, st sqltext.Statement) (Analysis, error) {
 	c, err := a.pool.Get()
 	if err != nil {
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
 	defer a.pool.Put(c)
-	return a.analyzeOn(ctx, c, sql)
+	return a.analyzeOn(ctx, c, st)
 }
 
 // analyzeOn is Analyze on connection c, which sees what c's open
 // transaction changed.
-func (a *Analyzer) analyzeOn(ctx context.Context, c *engine.Conn, sql string) (Analysis, error) {
-	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(sql)+")")
+func (a *Analyzer) analyzeOn(ctx context.Context, c *engine.Conn, st sqltext.Statement) (Analysis, error) {
+	out, err := c.QueryStrings(ctx, "SELECT json_serialize_plan("+sqlquote.Literal(st.Text)+")")
 	if err != nil {
 		// DuckDB answers most statements it cannot bind with an error
 		// object (fromPlan); whatever it raises instead is no answer either.
@@ -151,14 +152,14 @@ func (a *Analyzer) analyzeOn(ctx context.Context, c *engine.Conn, sql string) (A
 		return Analysis{}, err
 	}
 	an.Stores = storedBy(an.Operator, an.Query)
-	if err := a.addDefinedCalls(ctx, c, &an, sql); err != nil {
+	if err := a.addDefinedCalls(ctx, c, &an, st); err != nil {
 		return Analysis{}, err
 	}
 	// Which scan of rowid is the user's the plan does not say (an alias
 	// hides it, and a write's own scan of its target reads it anyway): the
 	// text naming it does.
-	an.RowID = scans.rowid && namesRowID(sql)
-	an.HiddenScan = scans.rows && !sqltext.ReadsRows(sql)
+	an.RowID = scans.rowid && namesRowID(st)
+	an.HiddenScan = scans.rows && !st.ReadsRows()
 	return an, nil
 }
 
@@ -294,11 +295,10 @@ func scansRowID(get map[string]any) bool {
 	return false
 }
 
-// namesRowID reports whether the text names rowid outside strings and
-// comments (bare or quoted, not as a function).
-func namesRowID(sql string) bool {
-	toks, _ := sqltext.Lex(sql)
-	sig := sqltext.SignificantTokens(toks)
+// namesRowID reports whether the statement names rowid outside strings
+// and comments (bare or quoted, not as a function).
+func namesRowID(st sqltext.Statement) bool {
+	sig := st.Significant()
 	for i, t := range sig {
 		name := ""
 		switch t.Kind {

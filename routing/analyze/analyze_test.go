@@ -154,7 +154,7 @@ func TestTriggers(t *testing.T) {
 // decide is the leader's decision, as routing makes it.
 func decide(t *testing.T, a *Analyzer, sql string) (sqltext.Plan, error) {
 	t.Helper()
-	return a.Decide(context.Background(), sql, leaderTime, volatile, slog.New(slog.DiscardHandler))
+	return a.Decide(context.Background(), sqltext.Parse(sql), leaderTime, volatile, slog.New(slog.DiscardHandler))
 }
 
 // TestDivergenceClasses: each statement, accepted by the lexer's rules
@@ -257,7 +257,7 @@ func TestUnboundFallsBackToText(t *testing.T) {
 		{"INSERT INTO nosuch SELECT a FROM nosuch USING SAMPLE 2 ROWS", ""},
 	}
 	for _, tt := range tests {
-		if _, err := a.Analyze(context.Background(), tt.sql); !errors.Is(err, ErrUnbound) {
+		if _, err := a.Analyze(context.Background(), sqltext.Parse(tt.sql)); !errors.Is(err, ErrUnbound) {
 			t.Fatalf("Analyze(%q) = %v, want ErrUnbound", tt.sql, err)
 		}
 		plan, err := decide(t, a, tt.sql)
@@ -334,7 +334,7 @@ func TestLiteralInsert(t *testing.T) {
 		"INSERT INTO t VALUES ($$x$$)":                       true,
 		"INSERT INTO t VALUES (1) /* comment */ -- and more": true,
 	} {
-		if got := LiteralInsert(sql); got != want {
+		if got := LiteralInsert(sqltext.Parse(sql)); got != want {
 			t.Errorf("LiteralInsert(%q) = %v, want %v", sql, got, want)
 		}
 	}
@@ -359,7 +359,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	for b.Loop() {
 		for i, a := range []*Analyzer{New(pooled), New(each)} {
 			t0 := time.Now()
-			if _, err := a.Analyze(context.Background(), "INSERT INTO bench VALUES (1, 2, 'payload-1-2')"); err != nil {
+			if _, err := a.Analyze(context.Background(), sqltext.Parse("INSERT INTO bench VALUES (1, 2, 'payload-1-2')")); err != nil {
 				b.Fatal(err)
 			}
 			took[i] += time.Since(t0)
@@ -390,7 +390,7 @@ func BenchmarkDefinedCalls(b *testing.B) {
 	for _, sql := range []string{"INSERT INTO bench VALUES (1, 2, 'payload-' || 1)", "INSERT INTO bench VALUES (1, 2, upper('payload'))"} {
 		b.Run(sql, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := a.definedCallsOn(context.Background(), c, sql); err != nil {
+				if _, err := a.definedCallsOn(context.Background(), c, sqltext.Parse(sql)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -402,7 +402,7 @@ func BenchmarkDefinedCalls(b *testing.B) {
 // lexing of the statement.
 func BenchmarkLiteralInsert(b *testing.B) {
 	for b.Loop() {
-		if !LiteralInsert("INSERT INTO bench VALUES (1, 2, 'payload-1-2')") {
+		if !LiteralInsert(sqltext.Parse("INSERT INTO bench VALUES (1, 2, 'payload-1-2')")) {
 			b.Fatal("not a literal insert")
 		}
 	}
@@ -560,7 +560,7 @@ func TestMacroNeedsParentheses(t *testing.T) {
 		{"INSERT INTO u VALUES (1 + 1)", nil},
 		{"INSERT INTO u SELECT whereami FROM t", nil},
 	} {
-		defined, err := a.definedCallsOn(ctx, c, tc.sql)
+		defined, err := a.definedCallsOn(ctx, c, sqltext.Parse(tc.sql))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.sql, err)
 		}
@@ -637,7 +637,7 @@ func TestMacroCandidates(t *testing.T) {
 		{"INSERT INTO bench SELECT x FROM tm() JOIN s.tm2 /* c */ (1) ON true", []string{"tm", "tm2"}},
 		{"UPDATE bench SET seq = CAST(seq AS BIGINT) + coalesce(seq, 0)", []string{"coalesce"}},
 	} {
-		if got := macroCandidates(tc.sql); !slices.Equal(got, tc.want) {
+		if got := macroCandidates(sqltext.Parse(tc.sql)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.sql, got, tc.want)
 		}
 	}

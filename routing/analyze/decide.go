@@ -31,23 +31,31 @@ func reservedTop(name, catalog string) bool {
 // sqltext.ErrNondeterministic. The binder is skipped for a plan already
 // materialized and for LiteralInsert; where it cannot bind (ErrUnbound),
 // the text's own signs of sampling and rowid and the definitions it names
-// (unboundAnalysis) stand in for the plan.
-func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatile sqltext.Volatile, log *slog.Logger) (sqltext.Plan, error) {
+// (unboundAnalysis) stand in for the plan. The statement is read as it was
+// lexed; only a text the clock's rewrite changed is lexed again.
+func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Time, volatile sqltext.Volatile, log *slog.Logger) (sqltext.Plan, error) {
 	if a.guard != nil {
-		if err := a.guard(sql); err != nil {
+		if err := a.guard(st); err != nil {
 			return sqltext.Plan{}, err
 		}
 	}
-	plan, err := sqltext.Deterministic(sql, ts, volatile)
-	if err != nil || plan.Materialize != nil || LiteralInsert(plan.SQL) {
+	plan, err := sqltext.Deterministic(st, ts, volatile)
+	if err != nil || plan.Materialize != nil {
 		return plan, err
 	}
-	an, err := a.Analyze(ctx, plan.SQL)
+	rewritten := st
+	if plan.SQL != st.Text {
+		rewritten = sqltext.Parse(plan.SQL)
+	}
+	if LiteralInsert(rewritten) {
+		return plan, nil
+	}
+	an, err := a.Analyze(ctx, rewritten)
 	bound := err == nil
 	switch {
 	case errors.Is(err, ErrUnbound):
 		log.Debug("write not bound on the leader; its text and the definitions it names decide", "err", err)
-		if an, err = a.unboundAnalysis(ctx, plan.SQL); err != nil {
+		if an, err = a.unboundAnalysis(ctx, rewritten); err != nil {
 			return sqltext.Plan{}, err
 		}
 	case err != nil:
@@ -65,17 +73,17 @@ func (a *Analyzer) Decide(ctx context.Context, sql string, ts time.Time, volatil
 		return sqltext.Plan{}, err
 	}
 	if v.Materialize {
-		return sqltext.Materialized(sql, ts, v.Why, v.Sequence)
+		return sqltext.Materialized(st, ts, v.Why, v.Sequence)
 	}
 	switch {
 	case an.Operator == "LOGICAL_CREATE_TRIGGER":
-		if err = a.checkTrigger(ctx, plan.SQL, volatile); err == nil {
-			plan.SQL, err = a.canonicalCreate(ctx, "TRIGGER", plan.SQL)
+		if err = a.checkTrigger(ctx, rewritten, volatile); err == nil {
+			plan.SQL, err = a.canonicalCreate(ctx, "TRIGGER", rewritten)
 		}
 	case an.Operator == "LOGICAL_CREATE_VIEW":
-		plan.SQL, err = a.canonicalCreate(ctx, "VIEW", plan.SQL)
+		plan.SQL, err = a.canonicalCreate(ctx, "VIEW", rewritten)
 	case an.Operator == "LOGICAL_CREATE_TABLE" && !an.Query:
-		plan.SQL, err = a.canonicalCreate(ctx, "TABLE", plan.SQL)
+		plan.SQL, err = a.canonicalCreate(ctx, "TABLE", rewritten)
 	}
 	if err != nil {
 		return sqltext.Plan{}, err
@@ -121,17 +129,16 @@ var textOperators = map[string]string{
 // earlier statement of the same transaction creates): sampling words, and
 // rowid named. Calls are the lexer's business (sqltext.Deterministic); a
 // macro's or view's body is out of its sight.
-func TextAnalysis(sql string) Analysis {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func TextAnalysis(st sqltext.Statement) Analysis {
+	if st.Err() != nil {
 		return Analysis{}
 	}
-	verb, _ := sqltext.Verb(toks)
+	verb, _ := st.Verb()
 	op := textOperators[verb]
-	if verb == "create" && sqltext.ReadsRows(sql) {
+	if verb == "create" && st.ReadsRows() {
 		op = "LOGICAL_CREATE_TABLE" // CREATE TABLE … AS; views and macros are checked by sqltext
 	}
-	return Analysis{Operator: op, Sample: sqltext.Samples(sql), RowID: namesRowID(sql)}
+	return Analysis{Operator: op, Sample: st.Samples(), RowID: namesRowID(st)}
 }
 
 // String describes the analysis for logs and test failures.

@@ -35,7 +35,7 @@ type definedCall struct {
 }
 
 // definedCallsOn lists the functions called in the definitions of the
-// macros and views that sql names, and in those they name in turn, read on
+// macros and views that st names, and in those they name in turn, read on
 // connection c (which sees what its open transaction created). DuckDB 2.0's binder folds a call with constant
 // arguments into a constant (epoch(now()), length(current_schema()) and
 // ago(INTERVAL 1 HOUR), DuckDB's own macro over current_timestamp, bind as
@@ -54,15 +54,15 @@ type definedCall struct {
 // an INSERT … VALUES of expressions over literals reads only
 // duckdb_views(), under 1 ms. DuckDB's own macros are read once per
 // Analyzer, when a text first may call one.
-func (a *Analyzer) definedCallsOn(ctx context.Context, c *engine.Conn, sql string) ([]definedCall, error) {
-	if _, _, err := sqltext.Names(sql); err != nil {
+func (a *Analyzer) definedCallsOn(ctx context.Context, c *engine.Conn, st sqltext.Statement) ([]definedCall, error) {
+	if _, _, err := st.Names(); err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}
-	words := viewWords(sql)
+	words := viewWords(st)
 	// A name to look up, and what the statement called to reach it.
 	type lookup struct{ name, via string }
 	var called, viewed []lookup
-	for _, m := range macroCandidates(sql) {
+	for _, m := range macroCandidates(st) {
 		called = append(called, lookup{m, m + "()"})
 	}
 	for _, w := range words {
@@ -73,7 +73,8 @@ func (a *Analyzer) definedCallsOn(ctx context.Context, c *engine.Conn, sql strin
 	var nextCalled, nextViewed []lookup
 	// body notes the calls of one definition, reached through via, and
 	// queues the names it may call or read in turn.
-	body := func(def, via string) error {
+	body := func(text, via string) error {
+		def := sqltext.Parse(text)
 		bc, err := bodyCalls(def)
 		if err != nil {
 			return fmt.Errorf("analyze: a macro or view definition: %w", err)
@@ -176,28 +177,27 @@ func (a *Analyzer) builtinMacros(ctx context.Context, c *engine.Conn) (map[strin
 }
 
 // bodyCalls lists, lower-cased and without repeats, the functions a text
-// calls (sqltext.Names: clock keywords without parentheses included), with
-// ageToday for each age() called with one argument.
-func bodyCalls(sql string) ([]string, error) {
-	calls, _, err := sqltext.Names(sql)
+// calls (sqltext.Statement.Names: clock keywords without parentheses
+// included), with ageToday for each age() called with one argument.
+func bodyCalls(st sqltext.Statement) ([]string, error) {
+	calls, _, err := st.Names()
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(calls, "age") && callsAgeToday(sql) {
+	if slices.Contains(calls, "age") && callsAgeToday(st) {
 		calls = append(calls, ageToday)
 	}
 	return calls, nil
 }
 
-// callsAgeToday reports whether sql calls age() with one argument: a call
+// callsAgeToday reports whether st calls age() with one argument: a call
 // whose parentheses hold something and no comma outside inner parentheses
 // or brackets.
-func callsAgeToday(sql string) bool {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func callsAgeToday(st sqltext.Statement) bool {
+	if st.Err() != nil {
 		return true
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := st.Significant()
 	for k := 0; k+1 < len(sig); k++ {
 		t := sig[k]
 		if !sig[k+1].IsPunct('(') || (t.Kind != sqltext.TokIdent && t.Kind != sqltext.TokQuotedIdent) {
@@ -227,7 +227,7 @@ func callsAgeToday(sql string) bool {
 	return false
 }
 
-// macroCandidates lists, lower-cased, the names sql may call a macro by.
+// macroCandidates lists, lower-cased, the names st may call a macro by.
 // DuckDB binds a macro, scalar or table, only where it is called, as a
 // name followed by a parenthesis; a bare name is a column or a table
 // (TestMacroNeedsParentheses). Of those names, it leaves out what the
@@ -235,13 +235,12 @@ func callsAgeToday(sql string) bool {
 // VALUES (nonFunctionKeywords: VALUES ( opens a row), and the table of
 // INSERT INTO t (a, b), whose parenthesis holds its columns. A quoted
 // name always counts: "select"() calls a macro named select.
-func macroCandidates(sql string) []string {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
-		// sqltext.Names refuses the same text first.
+func macroCandidates(st sqltext.Statement) []string {
+	if st.Err() != nil {
+		// sqltext.Statement.Names refuses the same text first.
 		return nil
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := st.Significant()
 	from, to := createdName(sig)
 	var out []string
 	for k, t := range sig {
@@ -267,16 +266,15 @@ func macroCandidates(sql string) []string {
 	return out
 }
 
-// viewWords lists, lower-cased and without repeats, the words of sql that
+// viewWords lists, lower-cased and without repeats, the words of st that
 // may name a view: every identifier, quoted or not, but the name of the
 // object a CREATE makes (createdName), whose old definition CREATE OR
 // REPLACE discards.
-func viewWords(sql string) []string {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func viewWords(st sqltext.Statement) []string {
+	if st.Err() != nil {
 		return nil
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := st.Significant()
 	from, to := createdName(sig)
 	var out []string
 	for k, t := range sig {

@@ -146,11 +146,11 @@ func TestBuiltinMacrosExpanded(t *testing.T) {
 	checked := 0
 	for _, r := range rows {
 		name, body, _ := strings.Cut(r, "\x1f")
-		want, err := bodyCalls(body)
+		want, err := bodyCalls(sqltext.Parse(body))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got, err := a.definedCallsOn(ctx, c, "UPDATE g SET a = "+name+"(1)")
+		got, err := a.definedCallsOn(ctx, c, sqltext.Parse("UPDATE g SET a = "+name+"(1)"))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

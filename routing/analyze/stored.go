@@ -37,12 +37,11 @@ func storedBy(op string, query bool) string {
 // here: one naming an object created earlier in the same client
 // transaction, or ALTER TABLE … ADD COLUMN, which DuckDB 2.0 does not plan
 // ("Cannot plan statement of type MULTI").
-func storedByText(sql string) string {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func storedByText(st sqltext.Statement) string {
+	if st.Err() != nil {
 		return ""
 	}
-	verb, v := sqltext.Verb(toks)
+	verb, v := st.Verb()
 	switch verb {
 	case "alter":
 		return storedBy("LOGICAL_ALTER", false)
@@ -50,7 +49,7 @@ func storedByText(sql string) string {
 	default:
 		return ""
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := st.Significant()
 	for k := v + 1; k < len(sig) && k <= v+5; k++ {
 		switch {
 		case sig[k].Is("view"):
@@ -62,24 +61,24 @@ func storedByText(sql string) string {
 		case sig[k].Is("table"):
 			// CREATE TABLE … AS reads rows; a DEFAULT, CHECK or
 			// generated column cannot hold a query.
-			return storedBy("LOGICAL_CREATE_TABLE", sqltext.ReadsRows(sql))
+			return storedBy("LOGICAL_CREATE_TABLE", st.ReadsRows())
 		}
 	}
 	return ""
 }
 
 // addDefinedCalls adds to an the calls in the definitions of the macros
-// and views sql names (definedCallsOn), and for a statement that stores
+// and views st names (definedCallsOn), and for a statement that stores
 // expressions (an.Stores) the calls of its own text, which its plan does
 // not bind.
-func (a *Analyzer) addDefinedCalls(ctx context.Context, c *engine.Conn, an *Analysis, sql string) error {
+func (a *Analyzer) addDefinedCalls(ctx context.Context, c *engine.Conn, an *Analysis, st sqltext.Statement) error {
 	add := func(name string) {
 		if !slices.Contains(an.Calls, name) {
 			an.Calls = append(an.Calls, name)
 		}
 	}
 	if an.Stores != "" {
-		own, err := bodyCalls(sql)
+		own, err := bodyCalls(st)
 		if err != nil {
 			return fmt.Errorf("analyze: %w", err)
 		}
@@ -87,7 +86,7 @@ func (a *Analyzer) addDefinedCalls(ctx context.Context, c *engine.Conn, an *Anal
 			add(name)
 		}
 	}
-	defined, err := a.definedCallsOn(ctx, c, sql)
+	defined, err := a.definedCallsOn(ctx, c, st)
 	if err != nil {
 		return err
 	}
@@ -107,15 +106,15 @@ func (a *Analyzer) addDefinedCalls(ctx context.Context, c *engine.Conn, an *Anal
 // bind here: its text's signs of sampling and rowid (TextAnalysis), what
 // it stores, and the calls in the definitions of the macros and views it
 // names, which exist on the leader whether or not the statement binds.
-func (a *Analyzer) unboundAnalysis(ctx context.Context, sql string) (Analysis, error) {
-	an := TextAnalysis(sql)
-	an.Stores = storedByText(sql)
+func (a *Analyzer) unboundAnalysis(ctx context.Context, st sqltext.Statement) (Analysis, error) {
+	an := TextAnalysis(st)
+	an.Stores = storedByText(st)
 	c, err := a.pool.Get()
 	if err != nil {
 		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
 	defer a.pool.Put(c)
-	if err := a.addDefinedCalls(ctx, c, &an, sql); err != nil {
+	if err := a.addDefinedCalls(ctx, c, &an, st); err != nil {
 		return Analysis{}, err
 	}
 	return an, nil

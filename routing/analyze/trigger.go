@@ -36,12 +36,12 @@ const newestTrigger = `WITH RECURSIVE paths(oid, qpath) AS (
 // action that calls a macro is judged by the macro as it is now; the
 // action's text is checked for sampling and rowid, which a plan alone does
 // not tell.
-func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile sqltext.Volatile) error {
-	if sqltext.Samples(sql) || namesRowID(sql) {
+func (a *Analyzer) checkTrigger(ctx context.Context, st sqltext.Statement, volatile sqltext.Volatile) error {
+	if st.Samples() || namesRowID(st) {
 		return refuse("a trigger's action runs on every node whenever its table changes, and sampling or rowid " +
 			"would pick other rows on each; choose the rows by a key")
 	}
-	fires, with, err := a.withTrigger(ctx, sql)
+	fires, with, err := a.withTrigger(ctx, st.Text)
 	if err != nil || len(fires) == 0 {
 		return err
 	}
@@ -50,9 +50,9 @@ func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile sqltex
 		if err != nil {
 			base = Analysis{}
 		}
-		if _, err := added(with[i], base, names(sql, "row_number")).Check(volatile); err != nil {
+		if _, err := added(with[i], base, names(st, "row_number")).Check(volatile); err != nil {
 			return fmt.Errorf("%w: a trigger's action runs on every node whenever its table changes, so it must compute "+
-				"the same everywhere; bound into %s it would not: %w", sqltext.ErrNondeterministic, fire, err)
+				"the same everywhere; bound into %s it would not: %w", sqltext.ErrNondeterministic, fire.Text, err)
 		}
 	}
 	return nil
@@ -62,7 +62,7 @@ func (a *Analyzer) checkTrigger(ctx context.Context, sql string, volatile sqltex
 // returns statements that fire it with their analyses there. It returns
 // none when sql creates no trigger: one that fails fails the same way on
 // every node, and IF NOT EXISTS may find one.
-func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Analysis, error) {
+func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]sqltext.Statement, []Analysis, error) {
 	c, err := a.pool.Get()
 	if err != nil {
 		return nil, nil, fmt.Errorf("analyze: %w", err)
@@ -94,7 +94,7 @@ func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Ana
 	analyses := make([]Analysis, len(fires))
 	for i, fire := range fires {
 		if analyses[i], err = a.analyzeOn(ctx, c, fire); err != nil {
-			return nil, nil, fmt.Errorf("%w: the trigger's action could not be checked: %s: %w", sqltext.ErrNondeterministic, fire, err)
+			return nil, nil, fmt.Errorf("%w: the trigger's action could not be checked: %s: %w", sqltext.ErrNondeterministic, fire.Text, err)
 		}
 	}
 	return fires, analyses, nil
@@ -102,19 +102,19 @@ func (a *Analyzer) withTrigger(ctx context.Context, sql string) ([]string, []Ana
 
 // firing returns statements that fire a trigger on table for events (as
 // duckdb_triggers() names them: INSERT, UPDATE, DELETE).
-func firing(ctx context.Context, c *engine.Conn, table, events string) []string {
-	var out []string
+func firing(ctx context.Context, c *engine.Conn, table, events string) []sqltext.Statement {
+	var out []sqltext.Statement
 	if strings.Contains(events, "INSERT") {
-		out = append(out, "INSERT INTO "+table+" DEFAULT VALUES")
+		out = append(out, sqltext.Parse("INSERT INTO "+table+" DEFAULT VALUES"))
 	}
 	if strings.Contains(events, "UPDATE") {
 		cols, err := c.QueryStrings(ctx, "SELECT '\"' || replace(column_name, '\"', '\"\"') || '\"' FROM (DESCRIBE "+table+") LIMIT 1")
 		if err == nil && len(cols) == 1 {
-			out = append(out, "UPDATE "+table+" SET "+cols[0]+" = "+cols[0])
+			out = append(out, sqltext.Parse("UPDATE "+table+" SET "+cols[0]+" = "+cols[0]))
 		}
 	}
 	if strings.Contains(events, "DELETE") {
-		out = append(out, "DELETE FROM "+table)
+		out = append(out, sqltext.Parse("DELETE FROM "+table))
 	}
 	return out
 }
@@ -146,11 +146,10 @@ func added(with, base Analysis, userRowNumber bool) Analysis {
 	return out
 }
 
-// names reports whether sql names name as an identifier, quoted or not, in
+// names reports whether st names name as an identifier, quoted or not, in
 // any case.
-func names(sql, name string) bool {
-	toks, _ := sqltext.Lex(sql)
-	for _, t := range sqltext.SignificantTokens(toks) {
+func names(st sqltext.Statement, name string) bool {
+	for _, t := range st.Significant() {
 		switch t.Kind {
 		case sqltext.TokIdent:
 			if strings.EqualFold(t.Text, name) {

@@ -188,19 +188,18 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sqltext.ErrNondeterministic}, args...)...)
 }
 
-// LiteralInsert reports whether sql is an INSERT INTO t [(columns)] VALUES
+// LiteralInsert reports whether st is an INSERT INTO t [(columns)] VALUES
 // of literals and parameters only: the hot path of writes, which the lexer
 // alone decides. Such a statement calls nothing and reads no row; the only
 // expressions it makes DuckDB evaluate are the target's DEFAULTs for
 // columns it leaves out, which sqltext.Deterministic checked when the table
 // was created (see DESIGN.md), and the actions of the target's triggers,
 // which checkTrigger checked when each was created.
-func LiteralInsert(sql string) bool {
-	toks, err := sqltext.Lex(sql)
-	if err != nil {
+func LiteralInsert(st sqltext.Statement) bool {
+	if st.Err() != nil {
 		return false
 	}
-	sig := sqltext.SignificantTokens(toks)
+	sig := st.Significant()
 	k := 0
 	next := func(w string) bool {
 		if k < len(sig) && sig[k].Is(w) {

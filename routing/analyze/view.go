@@ -20,9 +20,9 @@ var newest = map[string]string{
 		WHERE NOT temporary ORDER BY trigger_oid DESC LIMIT 1`,
 }
 
-// canonicalCreate returns the CREATE VIEW, TABLE or TRIGGER (kind) statement
-// sql as DuckDB stores it, found by running it on the leader in a
-// transaction it rolls back.
+// canonicalCreate returns the text of the CREATE VIEW, TABLE or TRIGGER
+// (kind) statement st as DuckDB stores it, found by running it on the
+// leader in a transaction it rolls back.
 // DuckDB stores a view as the text it renders from the statement, and the
 // rendering is not idempotent: a table function's argument renders as
 // CAST(1 AS DOUBLE) from the statement and as CAST(1 AS "DOUBLE") from that
@@ -33,7 +33,8 @@ var newest = map[string]string{
 // action (DuckDB 2.0), render the same way. Replicating the stored text makes every node store the rendering of
 // a rendering, which is stable. A statement that creates nothing (IF NOT
 // EXISTS over an existing object) is replicated as written.
-func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (string, error) {
+func (a *Analyzer) canonicalCreate(ctx context.Context, kind string, st sqltext.Statement) (string, error) {
+	sql := st.Text
 	c, err := a.pool.Get()
 	if err != nil {
 		return "", fmt.Errorf("analyze: %w", err)
@@ -61,7 +62,7 @@ func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (strin
 	if len(before) == 1 && strings.HasPrefix(before[0], oid+" ") {
 		return sql, nil
 	}
-	if replace := orReplace(sql); replace {
+	if replace := orReplace(st); replace {
 		rest, ok := strings.CutPrefix(stored, "CREATE "+kind+" ")
 		if !ok {
 			return sql, nil
@@ -72,8 +73,7 @@ func (a *Analyzer) canonicalCreate(ctx context.Context, kind, sql string) (strin
 }
 
 // orReplace reports whether a CREATE statement says OR REPLACE.
-func orReplace(sql string) bool {
-	toks, _ := sqltext.Lex(sql)
-	sig := sqltext.SignificantTokens(toks)
+func orReplace(st sqltext.Statement) bool {
+	sig := st.Significant()
 	return len(sig) > 2 && strings.EqualFold(sig[1].Text, "OR") && strings.EqualFold(sig[2].Text, "REPLACE")
 }

@@ -71,9 +71,9 @@ func BenchmarkClassify(b *testing.B) {
 					sql = fmt.Sprintf(bc.sql, benchSeq.Add(1))
 				}
 				if bc.lexer {
-					texts, err := sqltext.SplitStatements(sql)
+					stmts, err := sqltext.Split(sql)
 					if err == nil {
-						_, err = classifyTexts(nil, sql, texts)
+						_, err = classifyTexts(nil, sql, stmts)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -18,9 +18,11 @@ const (
 	seenEntries  = 4 * cacheEntries
 )
 
-// classCache remembers the classification of client texts: dashboards send
-// the same texts again and again, and DuckDB's parser costs tens of
-// microseconds per statement.
+// classCache remembers the classes of the statements of client texts:
+// dashboards send the same texts again and again, and DuckDB's parser costs
+// tens of microseconds per statement. It holds classes, not the lexed
+// statements: a hit lexes the text once (Statements), which costs a small
+// part of a parse, and the cache's bound stays one of text.
 var classCache = newStatementCache()
 
 // statementCache is a two-generation cache: hits in the old generation move
@@ -31,7 +33,7 @@ var classCache = newStatementCache()
 // do not push out the texts that repeat.
 type statementCache struct {
 	mu       sync.Mutex
-	cur, old map[string][]Statement
+	cur, old map[string][]Class
 	curBytes int
 
 	seed             maphash.Seed
@@ -39,44 +41,34 @@ type statementCache struct {
 }
 
 func newStatementCache() *statementCache {
-	return &statementCache{cur: map[string][]Statement{}, old: map[string][]Statement{},
+	return &statementCache{cur: map[string][]Class{}, old: map[string][]Class{},
 		seed: maphash.MakeSeed(), seenCur: map[uint64]struct{}{}, seenOld: map[uint64]struct{}{}}
 }
 
-// get returns a copy of the statements cached for sql.
-func (c *statementCache) get(sql string) ([]Statement, bool) {
+// get returns a copy of the classes cached for sql, one per statement.
+func (c *statementCache) get(sql string) ([]Class, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	stmts, ok := c.cur[sql]
+	classes, ok := c.cur[sql]
 	if !ok {
-		if stmts, ok = c.old[sql]; !ok {
+		if classes, ok = c.old[sql]; !ok {
 			return nil, false
 		}
 		delete(c.old, sql)
-		c.add(sql, stmts)
+		c.add(sql, classes)
 	}
-	return slices.Clone(stmts), true
+	return slices.Clone(classes), true
 }
 
-// put caches a copy of stmts for sql if sql was put before.
-func (c *statementCache) put(sql string, stmts []Statement) {
+// put caches a copy of classes for sql if sql was put before.
+func (c *statementCache) put(sql string, classes []Class) {
 	if len(sql) > cacheMaxText || !c.seen(maphash.String(c.seed, sql)) {
 		return
 	}
 	// Copy the text so that the cache holds no larger string it may be
-	// a slice of; the statements' texts become slices of the copy.
+	// a slice of.
 	sql = strings.Clone(sql)
-	own := make([]Statement, len(stmts))
-	pos := 0
-	for i, st := range stmts {
-		own[i] = Statement{SQL: st.SQL, Class: st.Class}
-		if k := strings.Index(sql[pos:], st.SQL); k >= 0 {
-			own[i].SQL = sql[pos+k : pos+k+len(st.SQL)]
-			pos += k + len(st.SQL)
-		} else {
-			own[i].SQL = strings.Clone(st.SQL)
-		}
-	}
+	own := slices.Clone(classes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.cur[sql]; !ok {
@@ -99,11 +91,11 @@ func (c *statementCache) seen(h uint64) bool {
 	return ok
 }
 
-func (c *statementCache) add(sql string, stmts []Statement) {
+func (c *statementCache) add(sql string, classes []Class) {
 	if len(c.cur) >= cacheEntries || c.curBytes+len(sql) > cacheBytes {
-		c.old, c.cur, c.curBytes = c.cur, make(map[string][]Statement, len(c.cur)), 0
+		c.old, c.cur, c.curBytes = c.cur, make(map[string][]Class, len(c.cur)), 0
 	}
-	c.cur[sql] = stmts
+	c.cur[sql] = classes
 	c.curBytes += len(sql)
 }
 

@@ -63,9 +63,11 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
-// Statement is one statement of a client's text and its class.
+// Statement is one statement of a client's text, lexed once
+// (sqltext.Statement: its text, tokens and verb), and its class. Routing
+// reads the statement through it from here on.
 type Statement struct {
-	SQL   string
+	sqltext.Statement
 	Class Class
 }
 
@@ -76,25 +78,33 @@ type Statement struct {
 // DuckDB splits differently is refused; a statement DuckDB's parser rejects
 // keeps the lexer's class (it fails on every node alike). Empty statements
 // are dropped; the error is a lexing error (an unterminated string or
-// comment) or a split mismatch. Results are cached by text (see
-// cache.go), and a query with no parenthesis at all is classified
-// without DuckDB (plainRead).
+// comment) or a split mismatch. The text is lexed once, and the classes
+// are cached by text (see cache.go); a query with no parenthesis at all is
+// classified without DuckDB (plainRead).
 func Statements(sql string) ([]Statement, error) {
-	if stmts, ok := classCache.get(sql); ok {
-		return stmts, nil
-	}
-	texts, err := sqltext.SplitStatements(sql)
+	lexed, err := sqltext.Split(sql)
 	if err != nil {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
-	if len(texts) == 1 && plainRead(sql) {
-		return []Statement{{SQL: texts[0], Class: Read}}, nil
+	if classes, ok := classCache.get(sql); ok && len(classes) == len(lexed) {
+		out := make([]Statement, len(lexed))
+		for i, st := range lexed {
+			out[i] = Statement{Statement: st, Class: classes[i]}
+		}
+		return out, nil
 	}
-	out, err := classifyTexts(sqlParser(), sql, texts)
+	if len(lexed) == 1 && plainRead(sql) {
+		return []Statement{{Statement: lexed[0], Class: Read}}, nil
+	}
+	out, err := classifyTexts(sqlParser(), sql, lexed)
 	if err != nil {
 		return nil, err
 	}
-	classCache.put(sql, out)
+	classes := make([]Class, len(out))
+	for i, st := range out {
+		classes[i] = st.Class
+	}
+	classCache.put(sql, classes)
 	return out, nil
 }
 
@@ -135,15 +145,12 @@ func isWordByte(c byte) bool {
 // statement it does not serialize) and the whole answer when no parser
 // could be opened. Unknown statements are writes: the leader then decides,
 // and refuses what it cannot replicate.
-func lexClass(toks []sqltext.Token) Class {
-	var sig []sqltext.Token
-	for _, t := range toks {
-		if t.Significant() {
-			sig = append(sig, t)
-		}
-	}
+func lexClass(st sqltext.Statement) Class { return sigClass(st.Significant()) }
+
+// sigClass is lexClass on a statement's significant tokens.
+func sigClass(sig []sqltext.Token) Class {
 	word := func(k int, w string) bool { return k < len(sig) && sig[k].Is(w) }
-	verb, v := sqltext.Verb(toks)
+	verb, v := sqltext.Verb(sig)
 	switch verb {
 	case "select", "from", "values", "table", "pivot", "unpivot", "describe", "desc", "show", "summarize":
 		return classifyQuery(sig)
@@ -190,7 +197,7 @@ func lexClass(toks []sqltext.Token) Class {
 	case "explain":
 		// EXPLAIN ANALYZE runs the statement, so a write stays a write.
 		if k, analyze := explainTarget(sig, v); analyze &&
-			(k >= len(sig) || lexClass(toks[indexOf(toks, sig[k]):]) != Read) {
+			(k >= len(sig) || sigClass(sig[k:]) != Read) {
 			return Write
 		}
 		return Read
@@ -294,14 +301,4 @@ func hasOp(sig []sqltext.Token, op string) bool {
 		}
 	}
 	return false
-}
-
-// indexOf returns the index of t in toks, matched by offset.
-func indexOf(toks []sqltext.Token, t sqltext.Token) int {
-	for i, x := range toks {
-		if x.Pos == t.Pos {
-			return i
-		}
-	}
-	return len(toks)
 }

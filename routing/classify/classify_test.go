@@ -188,7 +188,7 @@ func TestClassify(t *testing.T) {
 func TestClassifyLexerOnly(t *testing.T) {
 	sqlParser()
 	for _, tt := range classifyTests {
-		texts, err := sqltext.SplitStatements(tt.sql)
+		stmts, err := sqltext.Split(tt.sql)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestClassifyLexerOnly(t *testing.T) {
 		if tt.lexer != 0 {
 			want = tt.lexer
 		}
-		got, err := classifyTexts(nil, tt.sql, texts)
+		got, err := classifyTexts(nil, tt.sql, stmts)
 		if err != nil || len(got) != 1 || got[0].Class != want {
 			t.Errorf("lexer alone: %q = %v, %v; want one %s", tt.sql, got, err, want)
 		}
@@ -208,21 +208,21 @@ func TestClassifyLexerOnly(t *testing.T) {
 func TestClassifyStatements(t *testing.T) {
 	for _, tt := range []struct {
 		sql  string
-		want []Statement
+		want []textClass
 	}{
-		{"SELECT 'a;b'; SELECT \"c;d\"; -- e;f\nSELECT 1 /* g; */", []Statement{
+		{"SELECT 'a;b'; SELECT \"c;d\"; -- e;f\nSELECT 1 /* g; */", []textClass{
 			{"SELECT 'a;b'", Read}, {`SELECT "c;d"`, Read}, {"-- e;f\nSELECT 1 /* g; */", Read}}},
-		{"SELECT $$x;y$$; SELECT $t$;$t$;;", []Statement{{"SELECT $$x;y$$", Read}, {"SELECT $t$;$t$", Read}}},
-		{"SELECT E'\\';' ; SELECT nextval('s')", []Statement{{`SELECT E'\';'`, Read}, {"SELECT nextval('s')", Write}}},
-		{"INSERT INTO t VALUES (1, ';'); UPDATE t SET b = '--' /* ; */; DELETE FROM t", []Statement{
+		{"SELECT $$x;y$$; SELECT $t$;$t$;;", []textClass{{"SELECT $$x;y$$", Read}, {"SELECT $t$;$t$", Read}}},
+		{"SELECT E'\\';' ; SELECT nextval('s')", []textClass{{`SELECT E'\';'`, Read}, {"SELECT nextval('s')", Write}}},
+		{"INSERT INTO t VALUES (1, ';'); UPDATE t SET b = '--' /* ; */; DELETE FROM t", []textClass{
 			{"INSERT INTO t VALUES (1, ';')", Write}, {"UPDATE t SET b = '--' /* ; */", Write}, {"DELETE FROM t", Write}}},
-		{"PIVOT t ON b USING sum(a); SELECT 1", []Statement{{"PIVOT t ON b USING sum(a)", Read}, {"SELECT 1", Read}}},
-		{"SET threads = 1; SELECT setseed(0.1); CALL checkpoint()", []Statement{
+		{"PIVOT t ON b USING sum(a); SELECT 1", []textClass{{"PIVOT t ON b USING sum(a)", Read}, {"SELECT 1", Read}}},
+		{"SET threads = 1; SELECT setseed(0.1); CALL checkpoint()", []textClass{
 			{"SET threads = 1", Refused}, {"SELECT setseed(0.1)", Session}, {"CALL checkpoint()", Session}}},
 	} {
 		got, err := Statements(tt.sql)
-		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("Statements(%q) = %q, %v\nwant %q", tt.sql, got, err, tt.want)
+		if err != nil || !reflect.DeepEqual(textClasses(got), tt.want) {
+			t.Errorf("Statements(%q) = %+v, %v\nwant %+v", tt.sql, textClasses(got), err, tt.want)
 		}
 	}
 }
@@ -243,7 +243,11 @@ func TestClassifySplitMismatch(t *testing.T) {
 		{"SELECT 1; -- x\n; DELETE FROM t", []string{"SELECT 1"}},
 		{"SELECT 1; SELECT 2; DELETE FROM t", []string{"SELECT 1", "SELECT 2"}},
 	} {
-		if got, err := classifyTexts(p, tt.sql, tt.texts); !errors.Is(err, errSplit) {
+		var stmts []sqltext.Statement
+		for _, text := range tt.texts {
+			stmts = append(stmts, sqltext.Parse(text))
+		}
+		if got, err := classifyTexts(p, tt.sql, stmts); !errors.Is(err, errSplit) {
 			t.Errorf("classifyTexts(%q, %q) = %v, %v; want errSplit", tt.sql, tt.texts, got, err)
 		}
 	}
@@ -288,7 +292,7 @@ func TestClassifyCache(t *testing.T) {
 		got[0].Class = Read // callers get copies
 	}
 	again, err := Statements(sql)
-	if err != nil || len(again) != 1 || again[0].Class != Write || again[0].SQL != "SELECT count(*), nextval('cache_test') FROM t" {
+	if err != nil || len(again) != 1 || again[0].Class != Write || again[0].Text != "SELECT count(*), nextval('cache_test') FROM t" {
 		t.Errorf("cached Statements = %v, %v", again, err)
 	}
 	for range 2 {
@@ -301,7 +305,7 @@ func TestClassifyCache(t *testing.T) {
 	}
 
 	c := newStatementCache()
-	put := func(sql string) { c.put(sql, []Statement{{sql, Read}}) }
+	put := func(sql string) { c.put(sql, []Class{Read}) }
 	for i := range 3 * cacheEntries {
 		put(fmt.Sprintf("SELECT %d", i)) // seen once: not cached
 		if i%100 == 0 {
@@ -366,14 +370,14 @@ func TestSideEffectFunctionsReviewed(t *testing.T) {
 
 func TestClassifyMulti(t *testing.T) {
 	got, err := Statements("BEGIN; INSERT INTO t VALUES (';'); -- done;\n SELECT * FROM t; COMMIT;")
-	want := []Statement{
+	want := []textClass{
 		{"BEGIN", Begin},
 		{"INSERT INTO t VALUES (';')", Write},
 		{"-- done;\n SELECT * FROM t", Read},
 		{"COMMIT", Commit},
 	}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("Statements = %q, %v\nwant %q", got, err, want)
+	if err != nil || !reflect.DeepEqual(textClasses(got), want) {
+		t.Errorf("Statements = %+v, %v\nwant %+v", textClasses(got), err, want)
 	}
 	if got, err := Statements(" ; -- nothing\n"); err != nil || len(got) != 0 {
 		t.Errorf("Statements of empty text = %v, %v", got, err)
@@ -486,4 +490,18 @@ func Confirm(c Class, t engine.StatementType) error {
 		return fmt.Errorf("classify: classified as %s but DuckDB parses a %s statement", c, t)
 	}
 	return nil
+}
+
+// textClass is a statement's text and class, as the tests compare them.
+type textClass struct {
+	text  string
+	class Class
+}
+
+func textClasses(stmts []Statement) []textClass {
+	var out []textClass
+	for _, st := range stmts {
+		out = append(out, textClass{st.Text, st.Class})
+	}
+	return out
 }

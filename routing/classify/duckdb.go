@@ -113,19 +113,19 @@ const maxDepth = 4
 // errSplit reports a text that DuckDB and the lexer split differently.
 var errSplit = errors.New("classify: DuckDB splits this text into statements differently than the router's lexer; send its statements one at a time")
 
-// classifyTexts classifies the statements texts that the lexer split sql
-// into. With no parser, the lexer decides alone.
-func classifyTexts(p *engine.Parser, sql string, texts []string) ([]Statement, error) {
-	out := make([]Statement, 0, len(texts))
+// classifyTexts classifies the statements that the lexer split sql into.
+// With no parser, the lexer decides alone.
+func classifyTexts(p *engine.Parser, sql string, stmts []sqltext.Statement) ([]Statement, error) {
+	out := make([]Statement, 0, len(stmts))
 	total, known := 0, true
-	for _, text := range texts {
-		parseText := text
-		if len(texts) == 1 {
+	for _, st := range stmts {
+		parseText := st.Text
+		if len(stmts) == 1 {
 			// DuckDB sees the client's text as it is, which checks
 			// that what the lexer dropped around it is empty.
 			parseText = sql
 		}
-		class, n, err := classifyStatement(p, text, parseText, 0)
+		class, n, err := classifyStatement(p, st, parseText, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -133,9 +133,9 @@ func classifyTexts(p *engine.Parser, sql string, texts []string) ([]Statement, e
 			known = false
 		}
 		total += n
-		out = append(out, Statement{SQL: text, Class: class})
+		out = append(out, Statement{Statement: st, Class: class})
 	}
-	if len(texts) > 1 && known {
+	if len(stmts) > 1 && known {
 		// Each statement is one to DuckDB; so must the whole be.
 		if n, err := p.Count(sql); err == nil && n != total {
 			return nil, fmt.Errorf("%w (%d, not %d)", errSplit, n, total)
@@ -144,20 +144,21 @@ func classifyTexts(p *engine.Parser, sql string, texts []string) ([]Statement, e
 	return out, nil
 }
 
-// classifyStatement classifies text, one statement to the lexer, from
-// DuckDB's parse of parseText (text itself, or the whole client text
+// classifyStatement classifies st, one statement to the lexer, from
+// DuckDB's parse of parseText (st's text itself, or the whole client text
 // around it). It returns the number of statements DuckDB makes of
 // parseText, or -1 when DuckDB's parser rejects it or there is no parser.
-func classifyStatement(p *engine.Parser, text, parseText string, depth int) (Class, int, error) {
-	toks, err := sqltext.Lex(text)
-	if err != nil {
+func classifyStatement(p *engine.Parser, st sqltext.Statement, parseText string, depth int) (Class, int, error) {
+	if err := st.Err(); err != nil {
 		return 0, 0, fmt.Errorf("classify: %w", err)
 	}
-	lexed := lexClass(toks)
+	text := st.Text
+	lexed := lexClass(st)
 	if p == nil {
 		return lexed, -1, nil
 	}
-	verb, v := sqltext.Verb(toks)
+	verb, _ := st.Verb()
+	var err error
 	var parsed engine.Parsed
 	if queryVerbs[verb] {
 		parsed, err = p.Parse(parseText)
@@ -185,7 +186,7 @@ func classifyStatement(p *engine.Parser, text, parseText string, depth int) (Cla
 	if parsed.Select {
 		return selectClass(p, parsed, depth), n, nil
 	}
-	return nonSelectClass(p, text, toks, verb, v, lexed, expanded, depth), n, nil
+	return nonSelectClass(p, st, lexed, expanded, depth), n, nil
 }
 
 func countIs(p *engine.Parser, text string, n int) bool {
@@ -257,13 +258,13 @@ func classifyInner(p *engine.Parser, sql string, depth int) Class {
 	if depth+1 >= maxDepth {
 		return Write
 	}
-	texts, err := sqltext.SplitStatements(sql)
+	stmts, err := sqltext.Split(sql)
 	if err != nil {
 		return Write
 	}
 	class := Read
-	for _, text := range texts {
-		c, _, err := classifyStatement(p, text, text, depth+1)
+	for _, st := range stmts {
+		c, _, err := classifyStatement(p, st, st.Text, depth+1)
 		if err != nil {
 			return Write
 		}
@@ -275,15 +276,9 @@ func classifyInner(p *engine.Parser, sql string, depth int) Class {
 // nonSelectClass classifies a statement that DuckDB parses but not as a
 // SELECT statement (or expands into several). Its kind comes from the
 // lexer; what it runs inside is classified from DuckDB's parse.
-func nonSelectClass(p *engine.Parser, text string, toks []sqltext.Token, verb string, v int, lexed Class, expanded bool, depth int) Class {
-	var sig []sqltext.Token
-	if verb == "explain" || verb == "copy" || verb == "call" {
-		for _, t := range toks {
-			if t.Significant() {
-				sig = append(sig, t)
-			}
-		}
-	}
+func nonSelectClass(p *engine.Parser, st sqltext.Statement, lexed Class, expanded bool, depth int) Class {
+	text, sig := st.Text, st.Significant()
+	verb, v := st.Verb()
 	switch verb {
 	case "explain":
 		k, analyze := explainTarget(sig, v)
@@ -307,7 +302,8 @@ func nonSelectClass(p *engine.Parser, text string, toks []sqltext.Token, verb st
 	case "call":
 		// CALL f(…) runs the table function as SELECT * FROM f(…) does.
 		if len(sig) > v+1 {
-			if c, _, err := classifyStatement(p, "SELECT * FROM "+text[sig[v+1].Pos:], "SELECT * FROM "+text[sig[v+1].Pos:], depth+1); err == nil {
+			q := "SELECT * FROM " + text[sig[v+1].Pos:]
+			if c, _, err := classifyStatement(p, sqltext.Parse(q), q, depth+1); err == nil {
 				return c
 			}
 		}
