@@ -47,19 +47,12 @@ func consistencySetting(stmt sqltext.Statement) (Level, bool, error) {
 // setStatement recognises SET [SESSION] name (= | TO) value [;] as the whole
 // of stmt, but for space and comments, and returns the value's token.
 func setStatement(stmt sqltext.Statement, name string) (sqltext.Token, bool) {
-	sig, ok := significant(stmt)
-	if !ok {
+	set, ok := stmt.Setting()
+	if !ok || stmt.Err() != nil || set.Reset || set.Scope != "" && set.Scope != "session" ||
+		!set.Name.Is(name) || set.Assign.Kind == 0 || len(set.Value) != 1 {
 		return sqltext.Token{}, false
 	}
-	k := 1
-	if len(sig) > 1 && sig[1].Is("session") {
-		k = 2
-	}
-	if len(sig) != k+3 || !sig[0].Is("set") || !sig[k].Is(name) ||
-		!(sig[k+1].Kind == sqltext.TokOp && sig[k+1].Text == "=" || sig[k+1].Is("to")) {
-		return sqltext.Token{}, false
-	}
-	return sig[k+2], true
+	return set.Value[0], true
 }
 
 // significant returns the tokens of stmt that carry meaning, without a

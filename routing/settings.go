@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
 )
 
@@ -33,7 +32,7 @@ func followingSettings(stmts []classify.Statement) []string {
 		verb, _ := st.Verb()
 		switch verb {
 		case "set", "reset":
-			if scopeGlobal(st.Tokens()) {
+			if set, _ := st.Setting(); set.Scope == "global" {
 				continue
 			}
 		case "use":
@@ -43,21 +42,6 @@ func followingSettings(stmts []classify.Statement) []string {
 		out = append(out, st.Text)
 	}
 	return out
-}
-
-// scopeGlobal reports whether a SET or RESET names the GLOBAL scope.
-func scopeGlobal(toks []sqltext.Token) bool {
-	seen := 0
-	for _, t := range toks {
-		if !t.Significant() {
-			continue
-		}
-		seen++
-		if seen == 2 {
-			return t.Is("global")
-		}
-	}
-	return false
 }
 
 // rememberSettings records setting statements that ran in the session.

@@ -349,19 +349,12 @@ func inspectCall(sig []sqltext.Token, k int, n *Names, depth int) error {
 // inspectSetting notes a SET or RESET of a setting that names schemas
 // whose value is not one literal word or string.
 func inspectSetting(sig []sqltext.Token, n *Names) {
-	k := 1
-	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local") || sig[k].Is("global")) {
-		k++
-	}
-	if k >= len(sig) || !namedSettings[strings.ToLower(sig[k].Name())] {
+	set, _ := sqltext.ReadSetting(sig)
+	setting := strings.ToLower(set.Name.Name())
+	if set.Name.Kind == 0 || !namedSettings[setting] {
 		return
 	}
-	setting := strings.ToLower(sig[k].Name())
-	k++
-	if k < len(sig) && (sig[k].Is("to") || sig[k].Kind == sqltext.TokOp && sig[k].Text == "=") {
-		k++
-	}
-	value := sig[k:]
+	value := set.Value
 	for len(value) > 0 && value[len(value)-1].IsPunct(';') {
 		value = value[:len(value)-1]
 	}

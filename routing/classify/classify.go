@@ -163,7 +163,7 @@ func sigClass(sig []sqltext.Token) Class {
 	case "rollback", "abort":
 		return Rollback
 	case "set", "reset":
-		return settingClass(sig, v)
+		return settingClass(sig)
 	case "use", "prepare", "deallocate", "checkpoint", "vacuum", "analyze":
 		return Session
 	case "force":

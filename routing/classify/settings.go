@@ -59,28 +59,25 @@ var readPragmas = map[string]bool{
 	"user_agent": true, "table_storage_info": true, "extension_versions": true,
 }
 
-// settingClass classifies the SET or RESET statement at sig[v]: Session
-// for a setting of sessionSettings in the session scope, Node for the
-// GLOBAL scope or a logging setting, Refused for anything else (other
-// settings, SET VARIABLE, RESET ALL).
-func settingClass(sig []sqltext.Token, v int) Class {
-	k := v + 1
-	if k < len(sig) && sig[k].Is("global") {
+// settingClass classifies the SET or RESET statement sig: Session for a
+// setting of sessionSettings in the session scope, Node for the GLOBAL
+// scope or a logging setting, Refused for anything else (other settings,
+// SET VARIABLE, RESET ALL).
+func settingClass(sig []sqltext.Token) Class {
+	set, _ := sqltext.ReadSetting(sig)
+	switch {
+	case set.Scope == "global":
 		return Node
-	}
-	if k < len(sig) && (sig[k].Is("session") || sig[k].Is("local")) {
-		k++
-	}
-	if k >= len(sig) {
+	case set.Name.Kind == 0:
 		return Refused
 	}
-	name := settingName(sig[k])
+	name := strings.ToLower(set.Name.Name())
 	switch {
 	case nodeSettings[name]:
 		return Node
-	case sig[k].Kind != sqltext.TokIdent && sig[k].Kind != sqltext.TokQuotedIdent:
+	case set.Name.Kind != sqltext.TokIdent && set.Name.Kind != sqltext.TokQuotedIdent:
 		return Refused
-	case k+1 < len(sig) && sig[k+1].IsPunct('.'):
+	case set.Qualified:
 		// A qualified name (an extension's namespace) is never listed.
 		return Refused
 	}
@@ -98,12 +95,4 @@ func pragmaClass(sig []sqltext.Token, v int) Class {
 		return Read
 	}
 	return Refused
-}
-
-// settingName is the lower-cased name a token gives a setting.
-func settingName(t sqltext.Token) string {
-	if t.Kind == sqltext.TokQuotedIdent {
-		return strings.ToLower(strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(t.Text, `"`), `"`), `""`, `"`))
-	}
-	return strings.ToLower(t.Text)
 }
