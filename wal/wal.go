@@ -5,7 +5,8 @@
 // one of the staging entries that load a large transaction's rows ahead of
 // its commit (Stage, Staged, Unstage).
 //
-// The package knows nothing of Raft or DuckDB: replication applies what is
+// The package knows nothing of Raft or DuckDB, and carries SQL text without
+// reading it (package node/sqltext does): replication applies what is
 // decoded here.
 package wal
 

@@ -180,13 +180,15 @@ func concat(toks []Token) string {
 }
 
 // FuzzLex checks that Lex never panics, covers its input exactly with
-// non-empty tokens at the right offsets, and that splitting and
-// Deterministic never panic on what it lexes.
+// non-empty tokens at the right offsets, that Split's statements are what
+// splitting the text by its tokens and lexing each statement alone gives,
+// and that Deterministic never panics on what it lexes.
 func FuzzLex(f *testing.F) {
 	for _, s := range []string{
 		"SELECT now(), 'now()', \"now\" -- now()\n/* /* now() */ */ FROM t",
 		"INSERT INTO t (a, b) VALUES (random(), $1) ON CONFLICT DO NOTHING RETURNING *",
 		"SELECT $$a$$, $x$b$x$, E'\\'', x'ff', 1.5e-3, .5, l[1:2], {'a': 1}::STRUCT(a INT)",
+		"SELECT 1 -- c\n; SELECT x\u0085; \u200b SELECT 2 \u200b",
 	} {
 		f.Add(s)
 	}
