@@ -75,6 +75,18 @@ func TestLexUnterminated(t *testing.T) {
 	}
 }
 
+// The zero Statement reads as an empty text, as Parse("") does.
+func TestZeroStatement(t *testing.T) {
+	var zero Statement
+	empty := Parse("")
+	if v, k := zero.Verb(); v != "" || k != -1 || len(zero.Tokens()) != 0 || zero.Err() != nil {
+		t.Errorf("zero Statement: verb %q at %d, %d tokens, error %v", v, k, len(zero.Tokens()), zero.Err())
+	}
+	if v, k := empty.Verb(); v != "" || k != -1 {
+		t.Errorf(`Parse(""): verb %q at %d`, v, k)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	tests := []struct {
 		sql  string

@@ -53,8 +53,14 @@ func (s Statement) Tokens() []Token { return s.toks }
 func (s Statement) Significant() []Token { return s.sig }
 
 // Verb returns the statement's main keyword in lower case and its index in
-// Significant, as the function Verb finds them.
-func (s Statement) Verb() (string, int) { return s.verb, s.verbAt }
+// Significant, as the function Verb finds them: "" and -1 for a statement
+// without words, the zero Statement included.
+func (s Statement) Verb() (string, int) {
+	if s.verb == "" {
+		return "", -1
+	}
+	return s.verb, s.verbAt
+}
 
 // Err returns the lexer's error (wrapping ErrSyntax) for a text it cannot
 // split safely, such as an unterminated string, or nil. Each rule decides
@@ -73,8 +79,8 @@ func Split(text string) ([]Statement, error) {
 		return nil, err
 	}
 	var out []Statement
-	first, depth, significant := 0, 0, false
-	start := 0
+	// The statement being read starts at byte start, token first.
+	first, start, depth, significant := 0, 0, 0, false
 	flush := func(last, end int) {
 		if significant {
 			out = append(out, cut(text, toks[first:last], start, end))
@@ -122,7 +128,7 @@ func cut(text string, toks []Token, start, end int) Statement {
 			hi = i + 1
 		}
 	}
-	if lo < 0 || hi < lo {
+	if lo < 0 || hi <= lo {
 		return Parse(stmt)
 	}
 	own := make([]Token, hi-lo)
