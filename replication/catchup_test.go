@@ -2,11 +2,14 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,53 +137,144 @@ func TestNoRepeatedSnapshotAfterInstall(t *testing.T) {
 	}
 	nodes := startCluster(t, 3, mod)
 	leader := waitLeader(t, nodes)
-	replica := &testNode{id: "r1", dir: t.TempDir(), mod: mod}
+	declines := new(declineCounter)
+	replica := &testNode{id: "r1", dir: t.TempDir(), mod: func(c *Config) {
+		mod(c)
+		c.Logger = slog.New(declines.wrap(c.Logger.Handler()))
+	}}
 	t.Cleanup(func() { replica.stop(t, true) })
 	replica.start(t, false)
 	if err := leader.store.Join(replica.id, replica.addr, false); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)"))
-	replica.stop(t, false)
+	created := mustExec(t, leader.store, stmt("CREATE TABLE t(i INTEGER)")).Index
+	waitApplied(t, []*testNode{replica}, created)
 
-	// Write until the leader's newest snapshot covers its last entry, so
-	// that the replica gets that snapshot and nothing after it.
-	var last uint64
-	deadline := time.Now().Add(time.Minute)
-	for i := 0; ; i++ {
-		last = mustExec(t, leader.store, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", i))).Index
-		if i < 32 {
-			continue
-		}
-		time.Sleep(200 * time.Millisecond)
-		st := leader.store.raft.Stats()
-		if st["last_snapshot_index"] == st["last_log_index"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader's snapshots never caught up with its log: %v", st)
-		}
-	}
-	replica.start(t, false)
-	waitApplied(t, []*testNode{replica}, last)
-	snaps := func() []string {
-		entries, err := os.ReadDir(filepath.Join(replica.dir, "raft", "snapshots"))
+	// An election on the loaded machine appends an entry, and a replica
+	// that receives one after the snapshot is no longer the case under
+	// test: then the replica is stopped and the case built again.
+	for attempt, i := 1, 0; ; attempt++ {
+		down, err := replica.store.logs.LastIndex()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ids []string
-		for _, e := range entries {
-			ids = append(ids, e.Name())
+		replica.stop(t, false)
+		last := snapshotLast(t, nodes, &i)
+		leader = waitLeader(t, nodes)
+		if first, err := leader.store.logs.FirstIndex(); err != nil || first <= down {
+			t.Fatalf("log starts at %d (err %v): not compacted past the replica's index %d", first, err, down)
 		}
-		return ids
+		replica.start(t, false)
+		// The FSM restores before raft records the snapshot as its own.
+		waitFor(t, time.Minute, fmt.Sprintf("the replica to install the snapshot at %d", last), func() bool {
+			return replica.store.raft.Stats()["last_snapshot_index"] == strconv.FormatUint(last, 10)
+		})
+		installed := replicaSnapshots(t, replica)
+		// Each of raft's checks either finds the FSM declining or writes
+		// a snapshot again: wait for a few checks rather than for a time,
+		// which a loaded machine may fill with none.
+		const checks = 5
+		from, appended := declines.Load(), false
+		waitFor(t, 5*time.Minute, fmt.Sprintf("%d declined snapshots on the idle replica", checks), func() bool {
+			if got := replicaSnapshots(t, replica); !slices.Equal(got, installed) {
+				t.Fatalf("idle replica wrote snapshots %v after installing %v", got, installed)
+			}
+			li, err := replica.store.logs.LastIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			appended = li > last
+			return appended || declines.Load()-from >= checks
+		})
+		if !appended {
+			return
+		}
+		if attempt == 5 {
+			t.Fatalf("an entry followed the snapshot to the replica in each of %d attempts", attempt)
+		}
+		t.Logf("attempt %d: an entry followed the snapshot at %d to the replica; again", attempt, last)
 	}
-	installed := snaps()
-	if len(installed) == 0 {
-		t.Fatal("the replica caught up without a snapshot")
+}
+
+// snapshotLast writes at least 32 rows (numbered on from *i) through the
+// leader and returns its last entry once the leader's newest snapshot covers
+// it. Raft's own snapshots come at the threshold, when the next write may
+// already be in the log; one asked for with no write in flight covers the
+// last entry, unless an election appended one meanwhile, and then another
+// write and snapshot are tried.
+func snapshotLast(t *testing.T, nodes []*testNode, i *int) uint64 {
+	t.Helper()
+	var last uint64
+	for n, tries := 0, 0; ; n++ {
+		last = execOnLeader(t, nodes, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", *i))).Index
+		*i++
+		if n < 32 {
+			continue
+		}
+		leader := waitLeader(t, nodes)
+		if err := leader.store.Snapshot(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			t.Fatal(err)
+		}
+		st := leader.store.raft.Stats()
+		if st["last_snapshot_index"] == st["last_log_index"] && st["last_log_index"] == strconv.FormatUint(last, 10) {
+			return last
+		}
+		if tries++; tries == 10 {
+			t.Fatalf("the leader's snapshot does not cover its last entry %d after %d tries: %v", last, tries, st)
+		}
 	}
-	// Forty intervals: without the FSM declining, raft snapshots at each.
-	time.Sleep(40 * 50 * time.Millisecond)
-	if got := snaps(); !slices.Equal(got, installed) {
-		t.Fatalf("idle replica wrote snapshots %v after installing %v", got, installed)
+}
+
+// replicaSnapshots lists the snapshots in n's snapshot store.
+func replicaSnapshots(t *testing.T, n *testNode) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(n.dir, "raft", "snapshots"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// declineCounter counts, through a node's log, raft's snapshot checks that
+// the FSM declined as covered by the newest snapshot (hclogAdapter logs them
+// at debug level).
+type declineCounter struct{ atomic.Int64 }
+
+func (d *declineCounter) wrap(h slog.Handler) slog.Handler { return declineHandler{h, d} }
+
+type declineHandler struct {
+	slog.Handler
+	d *declineCounter
+}
+
+func (h declineHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelDebug || h.Handler.Enabled(ctx, l)
+}
+
+func (h declineHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "failed to take snapshot" {
+		r.Attrs(func(a slog.Attr) bool {
+			err, ok := a.Value.Any().(error)
+			if ok && errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				h.d.Add(1)
+			}
+			return !ok
+		})
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h declineHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return declineHandler{h.Handler.WithAttrs(as), h.d}
+}
+
+func (h declineHandler) WithGroup(name string) slog.Handler {
+	return declineHandler{h.Handler.WithGroup(name), h.d}
 }
