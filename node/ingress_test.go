@@ -341,11 +341,26 @@ func TestStalledHeadersLeaveTheBodyBudget(t *testing.T) {
 	rand.Read(noise)
 	msg := append(wire.AppendHeader(nil, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: "0123456789ABCDEF0123456789ABCDEF"}), noise...)
 	frame := compressed(t, msg, false)
-	for range 40 {
-		startRequest(t, addr, int64(len(frame)), frame[:100<<10])
+	// Each attempt to decode a header takes the node's whole decompression
+	// budget while it runs, so the 40 take turns; one that waited past
+	// BudgetWait (a slow machine, the race detector) is told the server is
+	// busy and sent again, as the answer asks.
+	answers := make([]<-chan answer, 40)
+	for i := range answers {
+		_, answers[i] = startRequest(t, addr, int64(len(frame)), frame[:100<<10])
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for srv.IngressStats().BodyBytes < 40*4096 {
+		for i, ch := range answers {
+			select {
+			case a := <-ch:
+				if a.code != string(outcome.Busy) {
+					t.Fatalf("a stalled request was answered %q: %+v, %v", a.code, a.msg, a.err)
+				}
+				_, answers[i] = startRequest(t, addr, int64(len(frame)), frame[:100<<10])
+			default:
+			}
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the stalled requests never arrived: %+v", srv.IngressStats())
 		}
