@@ -221,6 +221,12 @@ func Binary(t testing.TB) string {
 	return buildBin
 }
 
+// catchUpFor is how long a joining node of a test cluster stays caught up
+// before it votes (duckraftd --catch-up-for). The default, 3 s, is spent by
+// every Start and every rejoin that waits for the voters; a node's applied
+// index still has to be within the reconciler's MaxLag of the leader's.
+const catchUpFor = 500 * time.Millisecond
+
 // httpArgs are the flags that serve the operations address on addr, for a
 // duckraftd that has them: the build under test does, an older one an
 // upgrade test starts may not, and without the flag every node would take
@@ -341,6 +347,9 @@ func (n *Node) args(bin string) []string {
 		"--voters", strconv.Itoa(n.c.voters)}
 	a = append(a, httpArgs(bin, n.HTTPAddr)...)
 	a = append(a, n.c.keyArgs(bin)...)
+	if hasFlag(bin, "catch-up-for") {
+		a = append(a, "--catch-up-for", catchUpFor.String())
+	}
 	if n.join != "" {
 		a = append(a, "--join", n.join)
 	}
@@ -374,6 +383,7 @@ func (n *Node) config() daemon.Config {
 		Replica:       n.Replica,
 		Token:         Token,
 		Voters:        n.c.voters,
+		CatchUpFor:    catchUpFor,
 		GossipTiming:  cluster.LoopbackTiming(),
 		WrapLogStore:  n.faults.wrapLogStore,
 		Now:           n.faults.now,

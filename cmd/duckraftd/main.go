@@ -88,6 +88,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.DurationVar(&c.StatementTimeout, "statement-timeout", 0, "longest a read may run before it is interrupted, for sessions that do not SET duckraft_statement_timeout themselves (0: no limit)")
 	fs.IntVar(&c.Voters, "voters", 3, "number of voting members the cluster keeps")
 	fs.DurationVar(&c.ReapAfter, "reap-after", 30*time.Second, "how long a dead voter stays in Raft before it is removed")
+	fs.DurationVar(&c.CatchUpFor, "catch-up-for", 3*time.Second, "how long a non-voter must stay caught up with the leader before it is promoted to voter")
 	fs.StringVar(&c.clusterKey, "cluster-key", "", "the members' credential, 32/48/64 hex digits: gossip, Raft TLS and node-to-node requests are keyed by it. Default: read from --cluster-key-file, else from <data>/cluster.key, which a node bootstrapping a new cluster generates (mode 0600); a node that joins must be given it")
 	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key in hex, e.g. a copy of the bootstrap node's <data>/cluster.key; excludes --cluster-key")
 	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "Raft transport certificate file (PEM), instead of one issued from the cluster key; with --raft-tls-key and --raft-tls-ca")

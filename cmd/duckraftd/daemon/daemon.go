@@ -97,9 +97,12 @@ type Config struct {
 	// GossipTiming is gossip's failure detection; zero is cluster.LANTiming.
 	GossipTiming cluster.Timing
 	// Voters is how many voting members the cluster keeps; ReapAfter how
-	// long a dead voter stays in Raft before it is removed.
-	Voters    int
-	ReapAfter time.Duration
+	// long a dead voter stays in Raft before it is removed; CatchUpFor how
+	// long a non-voter must stay caught up before it is promoted (zero:
+	// cluster.ReconcilerConfig's default).
+	Voters     int
+	ReapAfter  time.Duration
+	CatchUpFor time.Duration
 	// SnapshotThreshold, TrailingLogs and SnapshotInterval tune Raft
 	// snapshots and log compaction (replication.Config).
 	SnapshotThreshold uint64

@@ -72,6 +72,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 		Elected:    store.LeaderCh(),
 		Voters:     c.Voters,
 		ReapAfter:  c.ReapAfter,
+		CatchUpFor: c.CatchUpFor,
 		Logger:     log,
 	})
 	if err != nil {
