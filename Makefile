@@ -4,13 +4,16 @@ BIN     := bin
 TAGS    := duckdb_arrow
 PKGS    := ./...
 # Packages with concurrency that must stay clean under the race detector.
-RACE_PKGS := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/... ./internal/...
+# make test runs their tests once, under it; the other packages (commands,
+# system tests of duckraftd processes) run without it.
+RACE_PKGS  := ./node/... ./wal/... ./replication/... ./cluster/... ./routing/... ./internal/...
+OTHER_PKGS  = $(filter-out $(shell $(GO) list -tags $(TAGS) $(RACE_PKGS)),$(shell $(GO) list -tags $(TAGS) $(PKGS)))
 # VERSION is what the binaries say they are (--version, status, the
 # duckraft_build_info metric): the commit, marked when the tree had changes.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/duckraft/duckraft/internal/buildinfo.stamped=$(VERSION)
 
-.PHONY: all build run test race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean
+.PHONY: all build run test test-long race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean
 
 all: build
 
@@ -29,8 +32,14 @@ run: build
 export DUCKRAFTD := $(CURDIR)/$(BIN)/duckraftd
 
 test: build vet
-	$(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 15m $(PKGS)
-	$(GO) test -tags $(TAGS) -count=1 -race -short -timeout 15m $(RACE_PKGS)
+	$(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 15m $(OTHER_PKGS)
+	$(GO) test -tags $(TAGS) -count=1 -race -timeout 15m $(RACE_PKGS)
+
+# test-long runs every package without the race detector, with the tests
+# that make test runs at a smaller size at their full size
+# (DUCKRAFT_LONG=1): the replica's catch-up after 2000 entries.
+test-long: build
+	DUCKRAFT_LONG=1 $(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 60m $(PKGS)
 
 vet:
 	$(GO) vet -tags $(TAGS) $(PKGS)
