@@ -141,8 +141,8 @@ func metricsFollowWrites(t *testing.T, opts testcluster.Options) {
 			t.Errorf("%s = %v (%v), want at least %v", tc.series, v, err, tc.min)
 		}
 	}
-	// Raft's metrics reach /metrics through go-metrics' Prometheus sink.
-	for _, name := range []string{"raft_commitTime", "memberlist_"} {
+	// Raft's and memberlist's metrics reach /metrics through the go-metrics sink, renamed.
+	for _, name := range []string{"raft_commit_duration_seconds_count", "memberlist_gossip_duration_seconds_count"} {
 		code, body, _ := l.OpsGet(daemon.MetricsPath, true)
 		if code != http.StatusOK || !strings.Contains(body, "\n"+name) {
 			t.Errorf("the leader's /metrics has no %s series", name)

@@ -33,13 +33,13 @@ import (
 //   - the Quack request on the leader, arrival to answer written
 //     (duckraft_quack_request_duration_seconds);
 //   - on the leader, hashicorp/raft's commit time from handing the entry
-//     to its log to knowing it committed (raft_commitTime): the leader's
-//     own log write first (raft_leader_dispatchLog, raft-boltdb's two
+//     to its log to knowing it committed (raft_commit_duration_seconds): the leader's
+//     own log write first (raft_leader_dispatch_duration_seconds, raft-boltdb's two
 //     fsyncs), then the faster follower's answer, within which that
-//     follower writes its log (raft_rpc_appendEntries_storeLogs on the
+//     follower writes its log (raft_rpc_append_entries_store_duration_seconds on the
 //     followers, whose mean covers the slower one too);
-//   - the hand-over to the FSM (raft_fsm_enqueue) and the FSM's apply of
-//     the entry to DuckDB on the leader (raft_fsm_applyBatch);
+//   - the hand-over to the FSM (raft_fsm_enqueue_duration_seconds) and the FSM's apply of
+//     the entry to DuckDB on the leader (raft_fsm_apply_batch_duration_seconds);
 //   - the rest of the leader's request, which is routing: decoding,
 //     classifying, the determinism decision, the proposal queue and
 //     encoding the answer;
@@ -246,11 +246,11 @@ func (s *phaseSums) mean(name string) float64 {
 }
 
 // leaderMetrics and followerMetrics are the /metrics series a round
-// reads: summaries and histograms with _sum and _count. go-metrics'
-// timers are in milliseconds, Prometheus' histograms in seconds.
+// reads: histograms with _sum and _count, in seconds (scrape converts
+// them to milliseconds).
 var (
-	leaderMetrics   = []string{"duckraft_quack_request_duration_seconds", "raft_commitTime", "raft_leader_dispatchLog", "raft_fsm_enqueue", "raft_fsm_applyBatch"}
-	followerMetrics = []string{"raft_rpc_appendEntries_storeLogs", "raft_fsm_applyBatch"}
+	leaderMetrics   = []string{"duckraft_quack_request_duration_seconds", "raft_commit_duration_seconds", "raft_leader_dispatch_duration_seconds", "raft_fsm_enqueue_duration_seconds", "raft_fsm_apply_batch_duration_seconds"}
+	followerMetrics = []string{"raft_rpc_append_entries_store_duration_seconds", "raft_fsm_apply_batch_duration_seconds"}
 )
 
 // round runs measure, again when leadership moved meanwhile (the loaded
@@ -269,7 +269,7 @@ func (c *phaseCluster) round(token, stmt string, writes int) (*phaseSums, error)
 		if err != nil {
 			return nil, err
 		}
-		if s.count["raft_commitTime"] >= float64(writes) || attempt == 4 {
+		if s.count["raft_commit_duration_seconds"] >= float64(writes) || attempt == 4 {
 			return s, nil
 		}
 	}
@@ -329,6 +329,28 @@ func (c *phaseCluster) measure(token, stmt string, writes int) (*phaseSums, erro
 
 type scraped struct{ sum, count map[string]float64 }
 
+// legacyNames are the names builds before the renamed raft series
+// (cmd/duckraftd/daemon/libmetrics.go) exported, as go-metrics summaries
+// in milliseconds, so that DUCKRAFTD_PHASES can compare such a build with
+// a newer one.
+var legacyNames = map[string]string{
+	"raft_commitTime":                  "raft_commit_duration_seconds",
+	"raft_leader_dispatchLog":          "raft_leader_dispatch_duration_seconds",
+	"raft_fsm_enqueue":                 "raft_fsm_enqueue_duration_seconds",
+	"raft_fsm_applyBatch":              "raft_fsm_apply_batch_duration_seconds",
+	"raft_rpc_appendEntries_storeLogs": "raft_rpc_append_entries_store_duration_seconds",
+}
+
+// cutSuffix cuts the first of suffixes that name ends with.
+func cutSuffix(name string, suffixes ...string) (base, suffix string, ok bool) {
+	for _, s := range suffixes {
+		if b, found := strings.CutSuffix(name, s); found {
+			return b, s, true
+		}
+	}
+	return name, "", false
+}
+
 // scrape reads the leader's and the followers' series, the Quack request
 // time of the statement messages only (not a session's connect and
 // disconnect), converted to milliseconds.
@@ -366,10 +388,14 @@ func (c *phaseCluster) scrape(token string) (*scraped, error) {
 			if err != nil {
 				continue
 			}
+			inMillis := false
+			if base, suffix, ok := cutSuffix(name, "_sum", "_count"); ok && legacyNames[base] != "" {
+				name, inMillis = legacyNames[base]+suffix, true
+			}
 			for _, m := range names {
 				switch name {
 				case m + "_sum":
-					if strings.HasSuffix(m, "_seconds") {
+					if strings.HasSuffix(m, "_seconds") && !inMillis {
 						v *= 1000
 					}
 					out.sum[prefix+m] += v
@@ -422,10 +448,10 @@ func phaseTable(shape string, names []string, res map[string]*phaseSums, rounds,
 	request := func(s *phaseSums) float64 {
 		return s.sum["duckraft_quack_request_duration_seconds"] / float64(s.writes)
 	}
-	commit := func(s *phaseSums) float64 { return s.mean("raft_commitTime") }
-	enqueue := func(s *phaseSums) float64 { return s.mean("raft_fsm_enqueue") }
-	apply := func(s *phaseSums) float64 { return s.mean("raft_fsm_applyBatch") }
-	dispatch := func(s *phaseSums) float64 { return s.mean("raft_leader_dispatchLog") }
+	commit := func(s *phaseSums) float64 { return s.mean("raft_commit_duration_seconds") }
+	enqueue := func(s *phaseSums) float64 { return s.mean("raft_fsm_enqueue_duration_seconds") }
+	apply := func(s *phaseSums) float64 { return s.mean("raft_fsm_apply_batch_duration_seconds") }
+	dispatch := func(s *phaseSums) float64 { return s.mean("raft_leader_dispatch_duration_seconds") }
 	row("client: the write's round trip (mean)", clientMean)
 	row("client: p50", func(s *phaseSums) float64 {
 		l := slices.Clone(s.lat)
@@ -437,18 +463,18 @@ func phaseTable(shape string, names []string, res map[string]*phaseSums, rounds,
 	row("· routing: decode, classify, decide, propose queue, answer (the rest)", func(s *phaseSums) float64 {
 		return request(s) - commit(s) - enqueue(s) - apply(s)
 	})
-	row("· Raft commit (raft_commitTime)", commit)
-	row("·· leader's log write, 2 fsyncs (raft_leader_dispatchLog)", dispatch)
+	row("· Raft commit (raft_commit_duration_seconds)", commit)
+	row("·· leader's log write, 2 fsyncs (raft_leader_dispatch_duration_seconds)", dispatch)
 	row("·· then the faster follower's answer (commit − the leader's log write)", func(s *phaseSums) float64 {
 		return commit(s) - dispatch(s)
 	})
-	row("··· within it, a follower's log write, 2 fsyncs (raft_rpc_appendEntries_storeLogs, mean of both)", func(s *phaseSums) float64 {
-		return s.mean("follower:raft_rpc_appendEntries_storeLogs")
+	row("··· within it, a follower's log write, 2 fsyncs (raft_rpc_append_entries_store_duration_seconds, mean of both)", func(s *phaseSums) float64 {
+		return s.mean("follower:raft_rpc_append_entries_store_duration_seconds")
 	})
-	row("· hand-over to the FSM (raft_fsm_enqueue)", enqueue)
-	row("· FSM applies the entry to DuckDB on the leader (raft_fsm_applyBatch)", apply)
-	row("followers' FSM apply: not waited for, but on the same cores (raft_fsm_applyBatch)", func(s *phaseSums) float64 {
-		return s.mean("follower:raft_fsm_applyBatch")
+	row("· hand-over to the FSM (raft_fsm_enqueue_duration_seconds)", enqueue)
+	row("· FSM applies the entry to DuckDB on the leader (raft_fsm_apply_batch_duration_seconds)", apply)
+	row("followers' FSM apply: not waited for, but on the same cores (raft_fsm_apply_batch_duration_seconds)", func(s *phaseSums) float64 {
+		return s.mean("follower:raft_fsm_apply_batch_duration_seconds")
 	})
 	row("router-only round trip: SET duckraft_consistency (floor of any request)", func(s *phaseSums) float64 {
 		return s.setTrip / float64(s.sets)
@@ -456,8 +482,8 @@ func phaseTable(shape string, names []string, res map[string]*phaseSums, rounds,
 	row("Quack requests per write", func(s *phaseSums) float64 {
 		return s.count["duckraft_quack_request_duration_seconds"] / float64(s.writes)
 	})
-	row("log entries per write on the leader (raft_commitTime count / writes)", func(s *phaseSums) float64 {
-		return s.count["raft_commitTime"] / float64(s.writes)
+	row("log entries per write on the leader (raft_commit_duration_seconds count / writes)", func(s *phaseSums) float64 {
+		return s.count["raft_commit_duration_seconds"] / float64(s.writes)
 	})
 	return b.String()
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
-	gmprometheus "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -294,29 +293,22 @@ func (g gossipCollector) Collect(ch chan<- prometheus.Metric) {
 
 // The raft and memberlist libraries emit their metrics through go-metrics'
 // process-wide global (go-metrics/compat, whichever implementation the
-// build selects), which has no notion of a daemon. So one Prometheus sink
-// is installed as that global, once per process, and every daemon's
-// registry collects it: in duckraftd, one daemon per process, it is that
-// node's; in a test process running several daemons it is their sum, and
-// only the duckraft_* metrics, which carry the node label, tell daemons
-// apart.
+// build selects), which has no notion of a daemon. So one libSink is
+// installed as that global, once per process, and every daemon's registry
+// collects it: in duckraftd, one daemon per process, it is that node's; in
+// a test process running several daemons it is their sum, and only the
+// duckraft_* metrics, which carry the node label, tell daemons apart.
 var (
 	sinkOnce sync.Once
-	sink     *gmprometheus.PrometheusSink
+	sink     *libSink
 	sinkErr  error
 )
 
 // processSink returns the process's go-metrics sink, installing it as the
 // go-metrics global on first use.
-func processSink() (*gmprometheus.PrometheusSink, error) {
+func processSink() (*libSink, error) {
 	sinkOnce.Do(func() {
-		// The sink registers itself with a registry; a private one keeps
-		// Prometheus' default registry untouched.
-		sink, sinkErr = gmprometheus.NewPrometheusSinkFrom(gmprometheus.PrometheusOpts{
-			Expiration: 5 * time.Minute, Registerer: prometheus.NewRegistry(), Name: "duckraft_go_metrics_sink"})
-		if sinkErr != nil {
-			return
-		}
+		sink = newLibSink()
 		cfg := gometrics.DefaultConfig("")
 		cfg.EnableHostname = false
 		cfg.EnableHostnameLabel = false
@@ -324,7 +316,7 @@ func processSink() (*gmprometheus.PrometheusSink, error) {
 		_, sinkErr = gometrics.NewGlobal(cfg, sink)
 	})
 	if sinkErr != nil {
-		return nil, fmt.Errorf("go-metrics prometheus sink: %w", sinkErr)
+		return nil, fmt.Errorf("go-metrics sink: %w", sinkErr)
 	}
 	return sink, nil
 }
