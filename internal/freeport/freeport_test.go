@@ -1,7 +1,11 @@
 package freeport
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -30,5 +34,29 @@ func TestAddrIsFreeAndNotRepeated(t *testing.T) {
 		}
 		u.Close()
 		break
+	}
+}
+
+// TestBlocksAreClaimed: every port handed out is in a block whose lock
+// file this process holds, so another process (another open of the file)
+// cannot take the block.
+func TestBlocksAreClaimed(t *testing.T) {
+	if lockDir == "" {
+		t.Skip("no lock directory")
+	}
+	a, err := Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, portText, _ := net.SplitHostPort(a)
+	port, _ := strconv.Atoi(portText)
+	start := low + (port-low)/blockSize*blockSize
+	f, err := os.Open(filepath.Join(lockDir, fmt.Sprintf("block-%d.lock", start)))
+	if err != nil {
+		t.Fatalf("the block of %s has no lock file: %v", a, err)
+	}
+	defer f.Close()
+	if err := tryLock(f); err == nil {
+		t.Errorf("the block of %s could be locked again: another process could take its ports", a)
 	}
 }

@@ -1,0 +1,13 @@
+//go:build unix
+
+package freeport
+
+import (
+	"os"
+	"syscall"
+)
+
+// tryLock takes an exclusive lock on f without waiting.
+func tryLock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+}
