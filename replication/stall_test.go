@@ -160,6 +160,12 @@ func TestProveRefusesWhatCannotApply(t *testing.T) {
 	for _, n := range nodes {
 		setMemory(t, n.db, smallMemory)
 	}
+	// A new leader's first entries (its configuration, its no-op) commit
+	// after it leads; ReadIndex waits for them, so that the commit index
+	// stays put unless the proof reaches the log.
+	if _, err := leader.store.ReadIndex(context.Background()); err != nil {
+		t.Fatalf("read index: %v", err)
+	}
 	before := leader.store.CommitIndex()
 	err := leader.store.Prove(context.Background(), stmt(heavyCTAS))
 	var refused *RefusedWriteError

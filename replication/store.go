@@ -946,12 +946,31 @@ func (s *Store) AppliedIndex() uint64 { return s.fsm.Applied() }
 // CommitIndex returns the latest log index this node knows to be committed.
 func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
 
+// AppliedThrough is the index through which this node has applied every
+// entry: the FSM's applied index, moved past the entries after it that
+// raft never passes to the FSM (a new leader's no-op, barriers) once raft
+// has taken them. It is the applied index lag is measured from (the
+// leader's commit index less it) and the one gossip publishes: an idle
+// node, the leader too, is 0 behind, which the FSM's own index, stuck
+// before a trailing no-op, would not say.
+func (s *Store) AppliedThrough() uint64 {
+	applied, top := s.fsm.Applied(), s.raft.AppliedIndex()
+	for i := applied + 1; i <= top; i++ {
+		var l raft.Log
+		if err := s.logs.GetLog(i, &l); err == nil && (l.Type == raft.LogCommand || l.Type == raft.LogConfiguration) {
+			break
+		}
+		// Not for the FSM, or compacted into a snapshot, hence applied.
+		applied = i
+	}
+	return applied
+}
+
 // ApplyLag is how many committed log entries this node has not applied
-// yet: the commit index less raft's applied index, which, unlike the FSM's,
-// also moves past the entries the FSM never sees (a new leader's no-op,
-// barriers), so an idle node's lag is 0 and a stalled applier's grows.
+// yet: the commit index less AppliedThrough, so an idle node's lag is 0
+// and a stalled applier's grows with every commit.
 func (s *Store) ApplyLag() uint64 {
-	commit, applied := s.raft.CommitIndex(), s.raft.AppliedIndex()
+	commit, applied := s.raft.CommitIndex(), s.AppliedThrough()
 	if commit <= applied {
 		return 0
 	}
@@ -1056,24 +1075,10 @@ func (s *Store) barrier(ctx context.Context) error {
 }
 
 // appliedThrough reports whether every entry up to idx that the FSM applies
-// has been applied: the applied index reached idx, or every entry between
-// the two is one raft does not pass to the FSM.
+// has been applied. The FSM's own index answers most calls without a look
+// at the log.
 func (s *Store) appliedThrough(idx uint64) bool {
-	applied := s.fsm.Applied()
-	if applied >= idx || s.raft.AppliedIndex() < idx {
-		return applied >= idx
-	}
-	for i := applied + 1; i <= idx; i++ {
-		var l raft.Log
-		if err := s.logs.GetLog(i, &l); err != nil {
-			// Compacted into a snapshot, hence applied.
-			continue
-		}
-		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return false
-		}
-	}
-	return true
+	return s.fsm.Applied() >= idx || s.AppliedThrough() >= idx
 }
 
 // VerifyLeader confirms with a quorum that this node is still the leader.

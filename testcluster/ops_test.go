@@ -283,3 +283,68 @@ func TestReadyzFollowsReplicaLag(t *testing.T) {
 	waitReady(r, http.StatusOK)
 	c.WaitConverged(t, 60*time.Second)
 }
+
+// TestLagHasOneMeaning checks that every place that shows a member's lag
+// says the same: the leader's commit index less the member's applied
+// index, 0 on an idle cluster, the leader's row too, even when the log
+// ends in a new leader's no-op, which the FSM never applies (status showed
+// LAG 1 on every member then, /status and the metric 0). A member removed
+// from Raft is shown as removed while gossip still lists it.
+func TestLagHasOneMeaning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--reap-after", "3s"}})
+	l := c.WaitForLeader(t, 20*time.Second)
+	exec(t, l.Client(t), "CREATE TABLE idle(i INTEGER)")
+	exec(t, l.Client(t), "INSERT INTO idle VALUES (1)")
+	// The new leader commits a no-op, the log's last entry.
+	next := c.Others(l)[0]
+	if _, err := l.TransferLeadership(next.ID); err != nil {
+		t.Fatalf("transfer leadership: %v", err)
+	}
+	l = c.WaitForLeader(t, 20*time.Second)
+
+	idle := func() string {
+		for _, n := range c.Nodes {
+			st, err := n.OpsStatus()
+			if err != nil {
+				return fmt.Sprintf("%s /status: %v", n.ID, err)
+			}
+			if st.Lag != 0 {
+				return fmt.Sprintf("%s /status lag %d", n.ID, st.Lag)
+			}
+			for _, m := range st.Members {
+				if m.Lag != 0 {
+					return fmt.Sprintf("%s /status shows %s (applied %d, commit %d) lag %d", n.ID, m.ID, m.Applied, st.Commit, m.Lag)
+				}
+			}
+			if v, err := n.Metric(fmt.Sprintf(`duckraft_apply_lag{node="%s"}`, n.ID)); err != nil || v != 0 {
+				return fmt.Sprintf("%s duckraft_apply_lag = %v (%v)", n.ID, v, err)
+			}
+		}
+		return ""
+	}
+	var why string
+	waitFor(t, 30*time.Second, func() bool { why = idle(); return why == "" }, func() string { return "idle cluster: " + why })
+
+	// A killed voter is reaped after 3 s; the others show it removed, not
+	// as a voter, as long as gossip lists it.
+	gone := c.Others(l)[0]
+	gone.Kill()
+	var last []string
+	waitFor(t, 60*time.Second, func() bool {
+		st, err := l.OpsStatus()
+		if err != nil {
+			return false
+		}
+		last = last[:0]
+		for _, m := range st.Members {
+			last = append(last, fmt.Sprintf("%s %s %s in_raft=%v", m.ID, m.Role, m.State, m.InRaft))
+			if m.ID == gone.ID && m.Role == "removed" && !m.InRaft {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("%s killed and reaped; the leader shows %v", gone.ID, last) })
+}

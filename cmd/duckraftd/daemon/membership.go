@@ -58,7 +58,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine, Staging: true,
 		CompressedSnapshots: true},
 		func() cluster.Status {
-			return cluster.Status{AppliedIndex: store.AppliedIndex(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
+			return cluster.Status{AppliedIndex: store.AppliedThrough(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
 		}, log)
 	if err != nil {
 		return nil, err
@@ -220,6 +220,15 @@ func (m *membership) Close(leave bool) error {
 
 // status assembles this node's view of the cluster: Raft's configuration
 // joined with what gossip says of each member.
+//
+// A member's lag has one meaning wherever duckraft shows it (here, the
+// status page, /readyz and duckraft_apply_lag): the leader's commit index
+// less the member's applied index (Store.AppliedThrough, which counts the
+// entries raft keeps from the FSM, so an idle cluster shows 0 everywhere,
+// the leader too). A follower knows the leader's commit index as of its
+// last AppendEntries; one that has not heard from a leader since it
+// started knows none, so the furthest index any member reports applied
+// stands in when it is higher.
 func status(store *replication.Store, m *membership, exec *routing.Executor) nodeapi.Status {
 	stats := store.Stats()
 	term, _ := strconv.ParseUint(stats["term"], 10, 64)
@@ -228,14 +237,18 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) nod
 		State:    stats["state"],
 		Term:     term,
 		LeaderID: store.LeaderID(),
-		Applied:  store.AppliedIndex(),
+		Applied:  store.AppliedThrough(),
 		Commit:   store.CommitIndex(),
 		Reads:    exec.Reads(),
 		Load:     exec.Load(),
 	}
 	members := map[string]cluster.Member{}
+	top := max(st.Commit, st.Applied)
 	for _, mem := range m.gossip.Members() {
 		members[mem.Meta.ID] = mem
+		if mem.State == cluster.StateAlive {
+			top = max(top, mem.Meta.AppliedIndex)
+		}
 	}
 	conf, _ := store.Configuration()
 	seen := map[string]bool{}
@@ -244,10 +257,14 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) nod
 			ms.State = mem.State.String()
 			ms.QuackAddr = mem.Meta.QuackAddr
 			ms.Applied = mem.Meta.AppliedIndex
+			if ms.ID == st.ID {
+				// Fresher than what this node last gossiped.
+				ms.Applied = st.Applied
+			}
 			ms.Load = int(mem.Meta.Load)
-			ms.Lag = st.Commit - min(st.Commit, ms.Applied)
+			ms.Lag = top - min(top, ms.Applied)
 			if ms.Role == "" {
-				ms.Role = roleOf(mem.Meta)
+				ms.Role = roleOf(mem)
 			}
 		} else {
 			ms.State = "unknown"
@@ -275,8 +292,24 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) nod
 	return st
 }
 
-// roleOf names a member's role as gossip describes it.
-func roleOf(m cluster.Meta) string {
+// roleOf names the role of a member outside the Raft configuration, as
+// gossip describes it: a router; a data node gossip still lists after it
+// was removed from Raft (by duckraft node remove, or reaped after being
+// dead for --reap-after) is removed; a live one not yet added is joining.
+func roleOf(mem cluster.Member) string {
+	switch {
+	case mem.Meta.RaftAddr == "":
+		return "router"
+	case mem.State != cluster.StateAlive:
+		return "removed"
+	default:
+		return "joining"
+	}
+}
+
+// gossipRole is a member's role as its own gossip says: what a router,
+// which sees no Raft configuration, shows.
+func gossipRole(m cluster.Meta) string {
 	if m.RaftAddr == "" {
 		return "router"
 	}
@@ -291,7 +324,7 @@ func routerStatus(id string, m *membership, exec *routing.Executor) nodeapi.Stat
 	}
 	for _, mem := range m.gossip.Members() {
 		st.Members = append(st.Members, nodeapi.MemberStatus{
-			ID: mem.Meta.ID, Role: roleOf(mem.Meta), State: mem.State.String(), RaftAddr: mem.Meta.RaftAddr,
+			ID: mem.Meta.ID, Role: gossipRole(mem.Meta), State: mem.State.String(), RaftAddr: mem.Meta.RaftAddr,
 			QuackAddr: mem.Meta.QuackAddr, Applied: mem.Meta.AppliedIndex, Load: int(mem.Meta.Load),
 			Lag: st.Commit - min(st.Commit, mem.Meta.AppliedIndex), Leader: mem.Meta.Leader,
 		})

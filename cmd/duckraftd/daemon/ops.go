@@ -76,15 +76,16 @@ func (d *Daemon) observeLeader(leader string) {
 	d.log.Info("leader changed", "leader", leader)
 }
 
-// lag is how many log entries this node is behind: the larger of the
-// committed entries it has not applied (Store.ApplyLag: a stalled applier
-// lags even when every member is stuck with it) and how far its applied
-// index is behind the furthest one a live data member reports through
-// gossip (a follower cut off from the leader learns no new commit index,
-// but gossip still tells it how far the others got; gossip pushes indexes
-// every half second or so, which bounds how fresh that part is).
+// lag is how many log entries this node is behind, in the one meaning
+// status gives a member's lag: the leader's commit index, as this node
+// knows it (Store.ApplyLag: a stalled applier lags even when every member
+// is stuck with it), or the furthest index a live data member reports
+// applied through gossip when that is higher (a follower cut off from the
+// leader learns no new commit index, but gossip still tells it how far the
+// others got; gossip pushes indexes every half second or so, which bounds
+// how fresh that part is), less this node's applied index.
 func (d *Daemon) lag() uint64 {
-	applied := d.store.AppliedIndex()
+	applied := d.store.AppliedThrough()
 	top := applied
 	for _, p := range d.members.Peers() {
 		top = max(top, p.Applied)
