@@ -2,13 +2,17 @@ package testcluster_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/node/client"
+	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/testcluster"
 )
 
@@ -51,7 +55,9 @@ func TestHeavyWriteIsRefusedNotHalting(t *testing.T) {
 // memory too, under a small --memory-limit. Before reads yielded to the
 // applier, its out-of-memory failures halted the nodes' FSMs (three in 300
 // ms) and the writes after them failed until each node was restarted by
-// hand. Now every write is acknowledged, every node applies them all, and
+// hand. Now every write is acknowledged (sent again under its key when the
+// leader's wait for its apply ran out on a loaded machine, as a user told
+// unknown_outcome would), every node applies them all, and
 // the reads that were in the way fail with an error that says why.
 func TestReadsCannotHaltTheApplier(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--memory-limit", "300MB"}})
@@ -80,12 +86,8 @@ func TestReadsCannotHaltTheApplier(t *testing.T) {
 	}
 	w := leader.Client(t)
 	for i := range 3 {
-		if _, err := w.Exec(t.Context(), "CREATE OR REPLACE TABLE w AS SELECT list(range ORDER BY range) AS l FROM range(2500000)"); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-		if _, err := w.Exec(t.Context(), "CREATE OR REPLACE TABLE v AS SELECT "+string(rune('0'+i))+" AS i"); err != nil {
-			t.Fatalf("small write %d: %v", i, err)
-		}
+		execKeyed(t, w, "CREATE OR REPLACE TABLE w AS SELECT list(range ORDER BY range) AS l FROM range(2500000)")
+		execKeyed(t, w, "CREATE OR REPLACE TABLE v AS SELECT "+string(rune('0'+i))+" AS i")
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -101,6 +103,33 @@ func TestReadsCannotHaltTheApplier(t *testing.T) {
 	for _, n := range c.Nodes {
 		if strings.Contains(n.Log(), "FSM halted") {
 			t.Errorf("%s's applier halted:\n%s", n.ID, n.Log())
+		}
+	}
+}
+
+// writeKey is the key an unknown_outcome error gives for a retry.
+var writeKey = regexp.MustCompile(`SET duckraft_write_key = '([0-9a-f]+)'`)
+
+// execKeyed runs a write as a user who was told its outcome is unknown
+// would: a write that is in the log but not applied within the leader's
+// wait (a loaded machine, an applier that yields memory) is answered
+// unknown_outcome with a key, and sent again under that key until it is
+// acknowledged; the key makes it apply once. Any other error fails t.
+func execKeyed(t testing.TB, c *client.Conn, sql string) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		_, err := c.Exec(t.Context(), sql)
+		if err == nil {
+			return
+		}
+		var se *client.ServerError
+		m := writeKey.FindStringSubmatch(err.Error())
+		if !errors.As(err, &se) || se.Code != string(outcome.UnknownOutcome) || m == nil || attempt == 10 {
+			t.Fatalf("%s (attempt %d): %v", sql, attempt, err)
+		}
+		t.Logf("%s: %v; sent again with its key", sql, err)
+		if _, err := c.Exec(t.Context(), "SET duckraft_write_key = '"+m[1]+"'"); err != nil {
+			t.Fatalf("set the write key: %v", err)
 		}
 	}
 }
