@@ -13,10 +13,10 @@ import (
 const MetaMaxSize = 512
 
 // metaVersion is the first byte of an encoded Meta. Versions only ever append fields, so a
-// decoder reads the fields it knows and ignores the rest; version 2 appended Engine, and
-// version 1 (builds before it) still decodes, with Engine empty.
+// decoder reads the fields it knows and ignores the rest; version 2 appended Engine,
+// version 3 HTTPAddr, and older versions still decode, with those fields empty.
 const (
-	metaVersion    = 2
+	metaVersion    = 3
 	minMetaVersion = 1
 )
 
@@ -71,6 +71,10 @@ type Meta struct {
 	// compresses its snapshots only while every server of the Raft
 	// configuration sets it. A flag bit, as Staging.
 	CompressedSnapshots bool
+	// HTTPAddr is the node's operations address (duckraftd --http) as
+	// others reach it, so that a status page links to every member's;
+	// "" when it serves none, or from a build before version 3.
+	HTTPAddr string
 }
 
 const (
@@ -83,10 +87,10 @@ const (
 )
 
 // Encode returns the compact binary form of m: version, flags, applied index and load as
-// uvarints, then ID, RaftAddr, QuackAddr, LeaderID and (version 2) Engine as
-// uvarint-length-prefixed strings.
+// uvarints, then ID, RaftAddr, QuackAddr, LeaderID, (version 2) Engine and (version 3)
+// HTTPAddr as uvarint-length-prefixed strings.
 func (m Meta) Encode() ([]byte, error) {
-	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+5+len(m.ID)+len(m.RaftAddr)+len(m.QuackAddr)+len(m.LeaderID)+len(m.Engine))
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+5+len(m.ID)+len(m.RaftAddr)+len(m.QuackAddr)+len(m.LeaderID)+len(m.Engine)+len(m.HTTPAddr))
 	var flags byte
 	if m.Leader {
 		flags |= flagLeader
@@ -110,7 +114,7 @@ func (m Meta) Encode() ([]byte, error) {
 	b = append(b, metaVersion, flags)
 	b = binary.AppendUvarint(b, m.AppliedIndex)
 	b = binary.AppendUvarint(b, m.Load)
-	for _, s := range []string{m.ID, m.RaftAddr, m.QuackAddr, m.LeaderID, m.Engine} {
+	for _, s := range []string{m.ID, m.RaftAddr, m.QuackAddr, m.LeaderID, m.Engine, m.HTTPAddr} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -146,6 +150,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.LeaderID = d.string()
 	if b[0] >= 2 {
 		m.Engine = d.string()
+	}
+	if b[0] >= 3 {
+		m.HTTPAddr = d.string()
 	}
 	if d.err {
 		return Meta{}, ErrMetaCorrupt

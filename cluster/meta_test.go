@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strings"
@@ -14,6 +15,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}{
 		{"zero", Meta{}},
 		{"voter", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", AppliedIndex: 12345, Load: 7, Engine: "v2.0.0", Staging: true, CompressedSnapshots: true}},
+		{"with its operations address", Meta{ID: "n1", RaftAddr: "127.0.0.1:9505", QuackAddr: "127.0.0.1:9504", Engine: "v2.0.0", HTTPAddr: "127.0.0.1:9497"}},
 		{"replica leader leaving", Meta{ID: "n2", Role: RoleReplica, Leader: true, Leaving: true, LeaderID: "n2", AppliedIndex: math.MaxUint64, Load: math.MaxUint64}},
 		{"ipv6", Meta{ID: "node-ü", RaftAddr: "[::1]:9505", QuackAddr: "[fe80::1%eth0]:9504", LeaderID: "n1"}},
 		{"largest", Meta{ID: strings.Repeat("i", 100), RaftAddr: strings.Repeat("r", 120), QuackAddr: strings.Repeat("q", 120), LeaderID: strings.Repeat("l", 100), AppliedIndex: math.MaxUint64}},
@@ -71,6 +73,26 @@ func TestDecodeMetaVersion1(t *testing.T) {
 	want := Meta{ID: "n1", RaftAddr: "r", QuackAddr: "q", AppliedIndex: 7}
 	if err != nil || m != want {
 		t.Fatalf("DecodeMeta(v1) = %+v, %v; want %+v", m, err, want)
+	}
+}
+
+// TestDecodeMetaVersion2 reads what a build before HTTPAddr gossiped, and
+// checks that version 3 only appends: its bytes start with version 2's
+// fields, which a version-2 decoder reads, ignoring the rest.
+func TestDecodeMetaVersion2(t *testing.T) {
+	v2 := []byte{2, 0, 7, 0, 2, 'n', '1', 1, 'r', 1, 'q', 0, 6, 'v', '2', '.', '0', '.', '0'}
+	m, err := DecodeMeta(v2)
+	want := Meta{ID: "n1", RaftAddr: "r", QuackAddr: "q", AppliedIndex: 7, Engine: "v2.0.0"}
+	if err != nil || m != want {
+		t.Fatalf("DecodeMeta(v2) = %+v, %v; want %+v", m, err, want)
+	}
+	want.HTTPAddr = "h"
+	v3, err := want.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(v3[1:len(v2)], v2[1:]) || v3[0] != 3 {
+		t.Fatalf("version 3 = %v, want version 2's fields %v first", v3, v2)
 	}
 }
 

@@ -94,10 +94,13 @@ type MemberStatus struct {
 	State     string `json:"state"`
 	RaftAddr  string `json:"raft_addr"`
 	QuackAddr string `json:"quack_addr"`
-	Applied   uint64 `json:"applied_index"`
-	Lag       uint64 `json:"lag"`
-	Load      int    `json:"load"`
-	Leader    bool   `json:"leader"`
+	// HTTPAddr is the member's operations address (its status page), ""
+	// when it serves none or its build does not gossip it.
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Applied  uint64 `json:"applied_index"`
+	Lag      uint64 `json:"lag"`
+	Load     int    `json:"load"`
+	Leader   bool   `json:"leader"`
 	// InRaft and Voter describe the member's place in the Raft
 	// configuration, as the reporting node knows it.
 	InRaft bool `json:"in_raft"`

@@ -864,3 +864,19 @@ func (c Config) quackAdvertise() string {
 	}
 	return c.QuackAddr
 }
+
+// httpAdvertise is the operations address gossip tells the others, for
+// the status pages' links: HTTPAddr, with the Quack address's host in
+// place of an address that listens on every interface.
+func (c Config) httpAdvertise() string {
+	host, port, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, _, err = net.SplitHostPort(c.quackAdvertise()); err != nil {
+			return ""
+		}
+	}
+	return net.JoinHostPort(host, port)
+}

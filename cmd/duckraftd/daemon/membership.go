@@ -55,7 +55,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 	if c.Replica {
 		role = cluster.RoleReplica
 	}
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), Engine: engine, Staging: true,
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, Role: role, RaftAddr: raftAddr, QuackAddr: c.quackAdvertise(), HTTPAddr: c.httpAdvertise(), Engine: engine, Staging: true,
 		CompressedSnapshots: true},
 		func() cluster.Status {
 			return cluster.Status{AppliedIndex: store.AppliedThrough(), Load: load(), Leader: store.IsLeader(), LeaderID: store.LeaderID()}
@@ -93,7 +93,7 @@ func startMembership(c Config, raftAddr, engine string, gossipKey []byte, store 
 func startRouterMembership(c Config, gossipKey []byte, load func() uint64, log *slog.Logger) (*membership, error) {
 	m := &membership{self: c.ID, cancel: func() {}, done: make(chan struct{})}
 	close(m.done)
-	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, QuackAddr: c.quackAdvertise()}, func() cluster.Status {
+	g, err := startGossip(c, gossipKey, cluster.Meta{ID: c.ID, QuackAddr: c.quackAdvertise(), HTTPAddr: c.httpAdvertise()}, func() cluster.Status {
 		return cluster.Status{Load: load()}
 	}, log)
 	if err != nil {
@@ -256,6 +256,7 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) nod
 		if ok {
 			ms.State = mem.State.String()
 			ms.QuackAddr = mem.Meta.QuackAddr
+			ms.HTTPAddr = mem.Meta.HTTPAddr
 			ms.Applied = mem.Meta.AppliedIndex
 			if ms.ID == st.ID {
 				// Fresher than what this node last gossiped.
@@ -325,7 +326,7 @@ func routerStatus(id string, m *membership, exec *routing.Executor) nodeapi.Stat
 	for _, mem := range m.gossip.Members() {
 		st.Members = append(st.Members, nodeapi.MemberStatus{
 			ID: mem.Meta.ID, Role: gossipRole(mem.Meta), State: mem.State.String(), RaftAddr: mem.Meta.RaftAddr,
-			QuackAddr: mem.Meta.QuackAddr, Applied: mem.Meta.AppliedIndex, Load: int(mem.Meta.Load),
+			QuackAddr: mem.Meta.QuackAddr, HTTPAddr: mem.Meta.HTTPAddr, Applied: mem.Meta.AppliedIndex, Load: int(mem.Meta.Load),
 			Lag: st.Commit - min(st.Commit, mem.Meta.AppliedIndex), Leader: mem.Meta.Leader,
 		})
 	}
