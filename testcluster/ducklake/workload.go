@@ -167,16 +167,24 @@ func Run(ctx context.Context, cfg Config, faults func(ctx context.Context)) (*Re
 	}
 	setup.Close()
 
-	// The tables are created one after the other: concurrent CREATE
-	// TABLEs can make the leader's state differ from the followers'
-	// (docs/ducklake.md, Known bugs; TestConcurrentTableCreationKeepsReplicasEqual).
+	// The committers create their tables at once, as DuckLake clients
+	// starting together do: their commits race for the same snapshot id
+	// and catalog ids, and each CREATE reaches the leader while the
+	// applier may be creating another's (docs/ducklake.md, Known bugs,
+	// fixed; TestConcurrentTableCreationKeepsReplicasEqual).
 	tables := make([]*Table, cfg.Committers)
 	for i := range tables {
 		tables[i] = NewTable(fmt.Sprintf("t%d", i))
 		rec.Tables[tables[i].Name] = tables[i]
-		if err := w.create(ctx, i, tables[i]); err != nil {
-			return rec, err
-		}
+	}
+	created := make([]error, len(tables))
+	var creating sync.WaitGroup
+	for i, t := range tables {
+		creating.Go(func() { created[i] = w.create(ctx, i, t) })
+	}
+	creating.Wait()
+	if err := errors.Join(created...); err != nil {
+		return rec, err
 	}
 	// The run lasts Duration, and then until Until holds, at most ten
 	// times as long.
