@@ -108,8 +108,10 @@ type result struct {
 	drained atomic.Bool
 }
 
-// startResult begins producing batches from rows in the background.
-func startResult(rows Rows, uuid wire.Hugeint, g wire.Generation) *result {
+// startResult begins producing batches from rows in the background. pause
+// gives back the turn its statement holds in DuckDB (engine.Conn.Pause)
+// whenever the producer waits for a FETCH.
+func startResult(rows Rows, uuid wire.Hugeint, g wire.Generation, pause func()) *result {
 	r := &result{
 		uuid:    uuid,
 		names:   rows.Names(),
@@ -119,11 +121,11 @@ func startResult(rows Rows, uuid wire.Hugeint, g wire.Generation) *result {
 		done:    make(chan struct{}),
 		pending: make(map[uint64]batch),
 	}
-	go r.produce(rows, g)
+	go r.produce(rows, g, pause)
 	return r
 }
 
-func (r *result) produce(rows Rows, g wire.Generation) {
+func (r *result) produce(rows Rows, g wire.Generation, pause func()) {
 	defer close(r.done)
 	defer close(r.batches)
 	defer rows.Close()
@@ -182,9 +184,17 @@ func (r *result) produce(rows Rows, g wire.Generation) {
 		}
 		select {
 		case r.batches <- b:
-		case <-r.stop:
-			b.release()
-			return
+		default:
+			// The read-ahead is full: until a FETCH takes a batch the
+			// statement takes no turn from others (a slow reader's idle
+			// time is not DuckDB's work), and Next waits for one again.
+			pause()
+			select {
+			case r.batches <- b:
+			case <-r.stop:
+				b.release()
+				return
+			}
 		}
 		if b.last || b.err != nil {
 			return

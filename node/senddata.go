@@ -305,7 +305,7 @@ func (s *Server) sendData(ctx context.Context, sess *Session, req *wire.SendData
 	}
 	count, _ := wire.NewVector(wire.LogicalType{ID: wire.TypeBigInt}, []any{st.rows})
 	res := startResult(&chunkRows{names: []string{"Count"}, types: []wire.LogicalType{{ID: wire.TypeBigInt}},
-		chunks: []*wire.DataChunk{{Rows: 1, Columns: []*wire.Vector{count}}}}, st.uuid, sess.gen)
+		chunks: []*wire.DataChunk{{Rows: 1, Columns: []*wire.Vector{count}}}}, st.uuid, sess.gen, sess.conn.Pause)
 	sess.exec.Lock()
 	sess.replaceResult(res)
 	sess.exec.Unlock()

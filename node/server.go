@@ -182,6 +182,16 @@ type Config struct {
 	// MaxConnsPerClient: when a connection is accepted no credential has
 	// been read, so the address is all there is. nil: none.
 	MemberHost func(host string) bool
+	// MaxRunningStatements bounds the client statements that run in
+	// DuckDB at once, members' sessions (reads routed here) included:
+	// others wait for a turn in arrival order, at most AdmissionWait and
+	// while their context lasts, and are then refused (code busy). A turn
+	// covers DuckDB's work for a statement, not a streamed result's idle
+	// time between FETCHes (engine.Conn.Pause); the node's own
+	// connections (the applier, snapshots, hashes, backups) take none. 0
+	// is DefaultMaxRunningStatements() and DefaultAdmissionWait.
+	MaxRunningStatements int
+	AdmissionWait        time.Duration
 	// MaxLease bounds the heartbeat lease a Q3 client may ask for, so a
 	// session that asks for the largest still ends when idle; 0 is
 	// DefaultMaxLease.
@@ -251,6 +261,8 @@ type Server struct {
 	// flight: bodies as received, compressed bytes read to find a
 	// message's header, and bytes decompressed.
 	bodies, peeks, inflated *byteBudget
+	// gate gives client statements their turns (admission.go).
+	gate *admission
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -304,6 +316,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BudgetWait <= 0 {
 		cfg.BudgetWait = DefaultBudgetWait
 	}
+	if cfg.MaxRunningStatements <= 0 {
+		cfg.MaxRunningStatements = DefaultMaxRunningStatements()
+	}
+	if cfg.AdmissionWait <= 0 {
+		cfg.AdmissionWait = DefaultAdmissionWait
+	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns()
 	}
@@ -339,9 +357,13 @@ func New(cfg Config) (*Server, error) {
 		bodies:    newByteBudget(cfg.MaxBodyBytesInFlight),
 		peeks:     newByteBudget(maxPeekBytesInFlight),
 		inflated:  newByteBudget(cfg.MaxDecompressedBytes),
+		gate:      newAdmission(cfg.MaxRunningStatements, cfg.AdmissionWait),
 		sessions:  make(map[string]*Session),
 		perClient: make(map[string]int),
 	}
+	// Every client connection of the database takes its statements'
+	// turns here (engine.Conn.Pause gives them back between FETCHes).
+	cfg.DB.SetAdmitter(s.gate)
 	s.wg.Add(1)
 	go s.reapLoop()
 	return s, nil
@@ -859,7 +881,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	if !named {
 		uuid = wire.RandomUUID()
 	}
-	res := startResult(rows, uuid, sess.gen)
+	res := startResult(rows, uuid, sess.gen, sess.conn.Pause)
 	res.stmt = st
 	sess.replaceResult(res)
 

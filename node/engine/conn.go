@@ -33,6 +33,9 @@ type Conn struct {
 	closed bool
 	// client marks a connection of DB.ConnectClient.
 	client bool
+	// turn gives back the turn (admit.go) the running statement holds;
+	// nil when it holds none.
+	turn func()
 }
 
 // query is one statement execution that can be interrupted: a Query until
@@ -135,11 +138,12 @@ func (c *Conn) begin(ctx context.Context) (*query, error) {
 func (c *Conn) end(q *query) {
 	q.stop()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.cur == q {
 		c.cur = nil
 	}
 	close(q.done)
+	c.mu.Unlock()
+	c.Pause()
 }
 
 // interrupted reports whether q was interrupted, so that an interrupt DuckDB
@@ -202,7 +206,12 @@ func (c *Conn) query(ctx context.Context, q *query, sql string) (*Result, error)
 			return nil, err
 		}
 		last := i == n-1
-		isTx := bindings.PreparedStatementType(stmt) == bindings.StatementTypeTransaction
+		stype := bindings.PreparedStatementType(stmt)
+		isTx := stype == bindings.StatementTypeTransaction
+		if err := c.admit(ctx, stype); err != nil {
+			bindings.DestroyPrepare(&stmt)
+			return nil, err
+		}
 		var res bindings.Result
 		var state bindings.State
 		if last && !isTx {

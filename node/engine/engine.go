@@ -48,6 +48,8 @@ type DB struct {
 	// set, refuses their new statements (ReleaseClients clears it).
 	clients map[*Conn]struct{}
 	held    error
+	// admitter gives client statements their turns (admit.go).
+	admitter Admitter
 }
 
 // Open opens the database file at path, or an in-memory database if path is

@@ -179,6 +179,12 @@ func (r *Result) Next() (*wire.DataChunk, error) {
 		return nil, r.err
 	}
 	bindings.DestroyDataChunk(&r.chunk)
+	if r.c.client {
+		// A turn given back while the reader waited (Conn.Pause).
+		if err := r.c.takeTurn(r.ctx); err != nil {
+			return nil, r.fail(err)
+		}
+	}
 	for {
 		if r.c.interrupted(r.q) {
 			return nil, r.fail(errInterrupted())

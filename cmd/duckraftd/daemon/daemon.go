@@ -162,6 +162,11 @@ type Config struct {
 	MaxSessions          int
 	MaxSessionsPerClient int
 	MaxLease             time.Duration
+	// MaxRunningStatements bounds the client statements running in
+	// DuckDB at once, and AdmissionWait how long one waits for its turn
+	// (node.Config). Zero is node's default for each.
+	MaxRunningStatements int
+	AdmissionWait        time.Duration
 	// ReadHeaderTimeout bounds a request's headers; BodyTimeout and
 	// MinBodyRate its body (node.Config). Zero is node's default.
 	ReadHeaderTimeout time.Duration
@@ -668,6 +673,8 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		MaxSessionDecompressedBytes: d.cfg.MaxSessionDecompressedBytes,
 		MaxSessions:                 d.cfg.MaxSessions,
 		MaxSessionsPerClient:        d.cfg.MaxSessionsPerClient,
+		MaxRunningStatements:        d.cfg.MaxRunningStatements,
+		AdmissionWait:               d.cfg.AdmissionWait,
 		// The members' sessions on this node carry their own clients'
 		// reads, so a member is not one client: routing sends the node
 		// credential with them. Its connections are told by address,

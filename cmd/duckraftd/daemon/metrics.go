@@ -194,6 +194,7 @@ func (m *metrics) scraped(d *Daemon) {
 		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
 	}
 	gauge("duckraft_quack_sessions", "Open Quack sessions.", func() float64 { return float64(d.srv.SessionCount()) })
+	r.MustRegister(admissionCollector{d.srv})
 	r.MustRegister(gossipCollector{d.members})
 	if d.store == nil {
 		return
@@ -268,6 +269,38 @@ func (b backupCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(backupLastDurationDesc, prometheus.GaugeValue, st.LastDuration.Seconds())
 	ch <- prometheus.MustNewConstMetric(backupLastSizeDesc, prometheus.GaugeValue, float64(st.LastBytes))
 	ch <- prometheus.MustNewConstMetric(backupLastIndexDesc, prometheus.GaugeValue, float64(st.LastIndex))
+}
+
+// admissionCollector reports the admission gate of client statements
+// (node.Server.AdmissionStats) at scrape time.
+type admissionCollector struct{ srv *node.Server }
+
+var (
+	statementsRunningDesc = prometheus.NewDesc("duckraft_statements_running",
+		"Client statements holding a turn to run in this node's DuckDB (members' routed reads included); at most duckraft_statements_running_limit.", nil, nil)
+	statementsLimitDesc = prometheus.NewDesc("duckraft_statements_running_limit",
+		"Most client statements that run in this node's DuckDB at once (--max-running-statements).", nil, nil)
+	statementsQueuedDesc = prometheus.NewDesc("duckraft_statements_queued",
+		"Client statements waiting for a turn to run in this node's DuckDB.", nil, nil)
+	statementAdmissionsDesc = prometheus.NewDesc("duckraft_statement_admissions_total",
+		"Turns to run in this node's DuckDB, by outcome: admitted (a turn given: a statement, or a streamed result's batches after it waited for its reader), refused (no turn within --admission-wait: answered busy), abandoned (cancelled, timed out or gone while waiting).",
+		[]string{"outcome"}, nil)
+)
+
+func (admissionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{statementsRunningDesc, statementsLimitDesc, statementsQueuedDesc, statementAdmissionsDesc} {
+		ch <- d
+	}
+}
+
+func (a admissionCollector) Collect(ch chan<- prometheus.Metric) {
+	st := a.srv.AdmissionStats()
+	ch <- prometheus.MustNewConstMetric(statementsRunningDesc, prometheus.GaugeValue, float64(st.Running))
+	ch <- prometheus.MustNewConstMetric(statementsLimitDesc, prometheus.GaugeValue, float64(st.Limit))
+	ch <- prometheus.MustNewConstMetric(statementsQueuedDesc, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Admitted), "admitted")
+	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Refused), "refused")
+	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Abandoned), "abandoned")
 }
 
 // gossipCollector reports gossip's members by state at scrape time.
