@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,36 @@ const DefaultAdmissionWait = 30 * time.Second
 // them busy while some statements wait between chunks, and the floor lets
 // a small read pass beside a heavy one on a machine of one or two cores.
 func DefaultMaxRunningStatements() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+// DefaultStatementMemoryLimit is the operator_memory_limit of each client
+// session when Config.StatementMemoryLimit is "": half of DuckDB's
+// memory_limit shared by the statements that run at once
+// (MaxRunningStatements), so that clients' sorts, hash tables and joins
+// together spill to disk before they take more than half the memory the
+// node's own work (applying the log) shares with them.
+func DefaultStatementMemoryLimit(memoryLimit int64, running int) string {
+	return strconv.FormatInt(max(memoryLimit/int64(2*max(running, 1)), 1<<20), 10) + "B"
+}
+
+// limitStatementMemory sets the client sessions' operator_memory_limit
+// (Config.StatementMemoryLimit).
+func (s *Server) limitStatementMemory() error {
+	limit := s.cfg.StatementMemoryLimit
+	switch limit {
+	case "none":
+		limit = ""
+	case "":
+		total, err := s.cfg.DB.MemoryLimit()
+		if err != nil {
+			return fmt.Errorf("node: DuckDB's memory limit: %w", err)
+		}
+		limit = DefaultStatementMemoryLimit(total, s.cfg.MaxRunningStatements)
+	}
+	if err := s.cfg.DB.SetClientMemoryLimit(limit); err != nil {
+		return fmt.Errorf("node: statement memory limit: %w", err)
+	}
+	return nil
+}
 
 // AdmissionStats is what the admission gate of client statements
 // (Config.MaxRunningStatements) holds now and has done since the server

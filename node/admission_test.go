@@ -196,3 +196,71 @@ func TestIdleResultHoldsNoTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestClientStatementsHaveAMemoryBudget: every client session runs under
+// DuckDB's operator_memory_limit (its sorts, hash tables and joins spill
+// to disk past it), by default half of memory_limit shared by the
+// statements that run at once; the node's own connections have none.
+// Before, client statements had only the database's memory_limit, shared
+// with the applier.
+func TestClientStatementsHaveAMemoryBudget(t *testing.T) {
+	cases := []struct {
+		name, limit string
+		want        func(memoryLimit int64) string
+	}{
+		{"given", "64MB", func(int64) string { return "61.0 MiB" }},
+		{"default: half the memory limit over the running statements", "", func(m int64) string {
+			return fmt.Sprintf("%.1f MiB", float64(m/4)/(1<<20))
+		}},
+		{"none", "none", func(int64) string { return "" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := engine.Open(t.TempDir()+"/test.db", engine.Options{Threads: 2, MemoryLimit: "400MB"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := node.New(node.Config{DB: db, Authenticator: node.TokenAuth{Token: testToken},
+				MaxRunningStatements: 2, StatementMemoryLimit: tc.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(l)
+			defer func() {
+				srv.Close()
+				db.Close()
+			}()
+			total, err := db.MemoryLimit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			const setting = "SELECT coalesce(current_setting('operator_memory_limit'), '')"
+			got := queryRows(t, connect(t, "quack:"+l.Addr().String(), wire.Q3), setting)
+			if want := tc.want(total); len(got) != 1 || got[0][0] != want {
+				t.Errorf("a client session's operator_memory_limit: %v, want %q", got, want)
+			}
+			own, err := db.Connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer own.Close()
+			if row, err := own.QueryRow(context.Background(), setting); err != nil || row[0] != "" {
+				t.Errorf("the node's own connection's operator_memory_limit: %v %v, want none", row, err)
+			}
+		})
+	}
+	if _, err := node.New(node.Config{DB: func() *engine.DB {
+		db, err := engine.Open("", engine.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}(), Authenticator: node.TokenAuth{Token: testToken}, StatementMemoryLimit: "lots"}); err == nil || !strings.Contains(err.Error(), "statement memory limit") {
+		t.Errorf("a limit DuckDB does not take: %v, want an error naming it", err)
+	}
+}

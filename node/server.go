@@ -192,6 +192,12 @@ type Config struct {
 	// is DefaultMaxRunningStatements() and DefaultAdmissionWait.
 	MaxRunningStatements int
 	AdmissionWait        time.Duration
+	// StatementMemoryLimit is each client session's DuckDB
+	// operator_memory_limit (engine.DB.SetClientMemoryLimit): what a
+	// statement's sorts, hash tables and joins hold before they spill to
+	// disk, a DuckDB size ("256MB"). "" is DefaultStatementMemoryLimit;
+	// "none" sets none.
+	StatementMemoryLimit string
 	// MaxLease bounds the heartbeat lease a Q3 client may ask for, so a
 	// session that asks for the largest still ends when idle; 0 is
 	// DefaultMaxLease.
@@ -360,6 +366,9 @@ func New(cfg Config) (*Server, error) {
 		gate:      newAdmission(cfg.MaxRunningStatements, cfg.AdmissionWait),
 		sessions:  make(map[string]*Session),
 		perClient: make(map[string]int),
+	}
+	if err := s.limitStatementMemory(); err != nil {
+		return nil, err
 	}
 	// Every client connection of the database takes its statements'
 	// turns here (engine.Conn.Pause gives them back between FETCHes).

@@ -118,6 +118,7 @@ func parseFlags(args []string, usage io.Writer) (*config, error) {
 	fs.IntVar(&c.MaxSessionsPerClient, "max-sessions-per-client", 0, "most concurrent Quack sessions from one client address; the cluster's members' are not counted (0: a quarter of --max-sessions)")
 	fs.IntVar(&c.MaxRunningStatements, "max-running-statements", 0, "most client statements (reads routed here by other nodes included) running in DuckDB at once; others wait their turn in arrival order (0: twice the processors, at least 4)")
 	fs.DurationVar(&c.AdmissionWait, "admission-wait", node.DefaultAdmissionWait, "longest a client statement waits for its turn to run (--max-running-statements) before it is refused with code busy")
+	fs.StringVar(&c.StatementMemoryLimit, "statement-memory-limit", "", "memory a client statement's sorts, hash tables and joins may hold before they spill to disk, e.g. 256MB (DuckDB's operator_memory_limit per session; empty: half of --memory-limit over --max-running-statements; none: no limit)")
 	fs.DurationVar(&c.MaxLease, "max-lease", node.DefaultMaxLease, "longest heartbeat lease granted to a client; an idle session ends after it")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", node.DefaultReadHeaderTimeout, "longest a request's headers may take to arrive")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", node.DefaultBodyTimeout, "longest a request's body may take to arrive, plus one second per --min-body-rate bytes received")

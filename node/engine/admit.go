@@ -2,8 +2,13 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 
 	bindings "github.com/duckdb/duckdb-go-bindings"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
 )
 
 // Client statements take turns. Every statement a client connection
@@ -93,4 +98,57 @@ func (c *Conn) Pause() {
 	if release != nil {
 		release()
 	}
+}
+
+// SetClientMemoryLimit gives every client connection opened from now on
+// (ConnectClient) DuckDB's operator_memory_limit of limit (a DuckDB size,
+// "256MB"; "" for none): the memory a statement's sorts, hash aggregates,
+// hash joins and DISTINCTs may hold before they spill to the temporary
+// directory. DuckDB's memory_limit is one for the database, shared with
+// the node's own connections; this is a soft budget per client statement
+// within it. Operators that do not spill (list(), string_agg(), …) are
+// not held to it. A limit DuckDB does not take is an error.
+func (db *DB) SetClientMemoryLimit(limit string) error {
+	if limit != "" {
+		c, err := db.Connect()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Exec(context.Background(), "SET operator_memory_limit = "+sqlquote.Literal(limit)); err != nil {
+			return fmt.Errorf("operator_memory_limit %q: %w", limit, err)
+		}
+	}
+	db.mu.Lock()
+	db.clientMemory = limit
+	db.mu.Unlock()
+	return nil
+}
+
+// MemoryLimit returns DuckDB's memory_limit in bytes.
+func (db *DB) MemoryLimit() (int64, error) {
+	s, err := db.queryString("SELECT current_setting('memory_limit')")
+	if err != nil {
+		return 0, err
+	}
+	return parseSize(s)
+}
+
+// sizeUnits are the units DuckDB prints sizes in
+// (StringUtil::BytesToHumanReadableString) and takes.
+var sizeUnits = map[string]float64{
+	"bytes": 1, "b": 1,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
+
+// parseSize reads a size as DuckDB prints it: "476.8 MiB", "0 bytes".
+func parseSize(s string) (int64, error) {
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), " ")
+	f, err := strconv.ParseFloat(num, 64)
+	mult, known := sizeUnits[strings.ToLower(unit)]
+	if !ok || err != nil || !known || f < 0 {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	return int64(f * mult), nil
 }

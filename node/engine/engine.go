@@ -48,8 +48,10 @@ type DB struct {
 	// set, refuses their new statements (ReleaseClients clears it).
 	clients map[*Conn]struct{}
 	held    error
-	// admitter gives client statements their turns (admit.go).
-	admitter Admitter
+	// admitter gives client statements their turns, and clientMemory
+	// is their operator_memory_limit (admit.go).
+	admitter     Admitter
+	clientMemory string
 }
 
 // Open opens the database file at path, or an in-memory database if path is

@@ -1,5 +1,12 @@
 package engine
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/duckraft/duckraft/node/sqlquote"
+)
+
 // Client connections yield to the node's own work. DuckDB has one memory
 // limit per database, shared by every connection: a client's heavy read
 // can take the memory that applying a replicated write needs, and the
@@ -14,6 +21,15 @@ func (db *DB) ConnectClient() (*Conn, error) {
 	c, err := db.Connect()
 	if err != nil {
 		return nil, err
+	}
+	db.mu.Lock()
+	limit := db.clientMemory
+	db.mu.Unlock()
+	if limit != "" {
+		if _, err := c.Exec(context.Background(), "SET operator_memory_limit = "+sqlquote.Literal(limit)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("client connection: operator_memory_limit: %w", err)
+		}
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -167,6 +167,9 @@ type Config struct {
 	// (node.Config). Zero is node's default for each.
 	MaxRunningStatements int
 	AdmissionWait        time.Duration
+	// StatementMemoryLimit is each client session's DuckDB
+	// operator_memory_limit (node.Config); "" is node's default.
+	StatementMemoryLimit string
 	// ReadHeaderTimeout bounds a request's headers; BodyTimeout and
 	// MinBodyRate its body (node.Config). Zero is node's default.
 	ReadHeaderTimeout time.Duration
@@ -675,6 +678,7 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 		MaxSessionsPerClient:        d.cfg.MaxSessionsPerClient,
 		MaxRunningStatements:        d.cfg.MaxRunningStatements,
 		AdmissionWait:               d.cfg.AdmissionWait,
+		StatementMemoryLimit:        d.cfg.StatementMemoryLimit,
 		// The members' sessions on this node carry their own clients'
 		// reads, so a member is not one client: routing sends the node
 		// credential with them. Its connections are told by address,
