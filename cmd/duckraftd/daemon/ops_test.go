@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duckraft/duckraft/node"
 )
 
 // opsGet asks d's operations address for path with the bearer token (none
@@ -99,7 +102,10 @@ func TestOpsEndpointsCredentials(t *testing.T) {
 		t.Fatalf("/metrics with the token: %d %q", code, body)
 	}
 	for _, want := range []string{`duckraft_raft_applied_index{node="n1"}`, `duckraft_raft_leader{node="n1"} 1`,
-		`duckraft_gossip_members{node="n1",state="alive"} 1`, `duckraft_quack_sessions{node="n1"}`} {
+		`duckraft_gossip_members{node="n1",state="alive"} 1`, `duckraft_quack_sessions{node="n1"}`,
+		`duckraft_statements_running{node="n1"}`, `duckraft_statements_queued{node="n1"} 0`,
+		fmt.Sprintf(`duckraft_statements_running_limit{node="n1"} %d`, node.DefaultMaxRunningStatements()),
+		`duckraft_statement_admissions_total{node="n1",outcome="refused"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
