@@ -16,22 +16,61 @@ import (
 // name: `duckraft --server X status` and `duckraft status --server X` are
 // one command.
 type globals struct {
-	// server is the first of servers, the one every command but the shell
-	// talks to; the shell fails over from one to the next (link.go).
-	server   string
-	servers  clusterctl.Servers
-	token    string
-	format   string
-	protocol int
+	// endpoints are the servers with their transport; the first is the
+	// one every command but the shell talks to, and the shell fails over
+	// from one to the next (link.go).
+	endpoints []endpoint
+	servers   clusterctl.Servers
+	token     string
+	format    string
+	protocol  int
+	// useTLS and noTLS are --tls and --no-tls.
+	useTLS, noTLS bool
 }
 
-// register defines the global flags on fs.
+// register defines the global flags on fs. No default shows a secret:
+// --help prints the defaults, so the token's comes from DUCKRAFT_TOKEN
+// after parsing (resolve), not as the flag's default.
 func (g *globals) register(fs *flag.FlagSet) {
 	g.servers = clusterctl.NewServers(envOr("DUCKRAFT_SERVER", "quack:127.0.0.1:9494"))
-	fs.Var(&g.servers, "server", "server as quack:HOST[:PORT]; several, separated by commas, for the shell to fail over between (env DUCKRAFT_SERVER)")
-	fs.StringVar(&g.token, "token", os.Getenv("DUCKRAFT_TOKEN"), "authentication token (env DUCKRAFT_TOKEN)")
-	fs.StringVar(&g.format, "format", "table", "output format: table, csv or json")
+	fs.Var(&g.servers, "server", "server as quack:HOST[:PORT] (quack+https: or quack+http: to choose the transport); several, separated by commas, for the shell to fail over between (env DUCKRAFT_SERVER)")
+	fs.StringVar(&g.token, "token", "", "authentication token (default: env DUCKRAFT_TOKEN)")
+	fs.StringVar(&g.format, "format", "duckbox", "output format: "+strings.Join(modes, ", "))
 	fs.IntVar(&g.protocol, "protocol", 0, "Quack generation to speak: 1 or 3 (0: negotiate)")
+	fs.BoolVar(&g.useTLS, "tls", false, "connect with TLS (HTTPS) whatever the host (env DUCKRAFT_TLS=true); by default plain HTTP on a loopback host, TLS on any other")
+	fs.BoolVar(&g.noTLS, "no-tls", false, "connect with plain HTTP whatever the host (env DUCKRAFT_TLS=false)")
+}
+
+// resolve completes the globals after parsing: the token from the
+// environment, the transport and each server's endpoint.
+func (g *globals) resolve() error {
+	if g.token == "" {
+		g.token = os.Getenv("DUCKRAFT_TOKEN")
+	}
+	force, err := parseTLSEnv(os.Getenv("DUCKRAFT_TLS"))
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.useTLS && g.noTLS:
+		return errors.New("--tls and --no-tls contradict each other")
+	case g.useTLS:
+		force = ptr(true)
+	case g.noTLS:
+		force = ptr(false)
+	}
+	servers := g.servers.List()
+	if len(servers) == 0 {
+		return errors.New("DUCKRAFT_SERVER names no server; give --server")
+	}
+	for _, s := range servers {
+		ep, err := parseEndpoint(s, force)
+		if err != nil {
+			return err
+		}
+		g.endpoints = append(g.endpoints, ep)
+	}
+	return nil
 }
 
 // valueFlags are the flags, of any command, that take a value as the next
@@ -91,12 +130,10 @@ func parseCommand(cmd string, args []string, stderr io.Writer, usage string, ext
 	if err != nil {
 		return nil, nil, 2
 	}
-	servers := g.servers.List()
-	if len(servers) == 0 {
-		fmt.Fprintf(stderr, "%s: DUCKRAFT_SERVER names no server; give --server\n", name)
+	if err := g.resolve(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return nil, nil, 2
 	}
-	g.server = servers[0]
 	return g, pos, 0
 }
 

@@ -46,8 +46,8 @@ func TestArgumentsAnywhere(t *testing.T) {
 			if g == nil {
 				t.Fatalf("parse failed: %s", stderr.String())
 			}
-			if g.server != tc.server || g.token != tc.token || to != tc.to || !slices.Equal(pos, tc.pos) {
-				t.Errorf("server %q token %q to %q args %q; want %q %q %q %q", g.server, g.token, to, pos, tc.server, tc.token, tc.to, tc.pos)
+			if g.endpoints[0].name != tc.server || g.token != tc.token || to != tc.to || !slices.Equal(pos, tc.pos) {
+				t.Errorf("server %q token %q to %q args %q; want %q %q %q %q", g.endpoints[0].name, g.token, to, pos, tc.server, tc.token, tc.to, tc.pos)
 			}
 		})
 	}

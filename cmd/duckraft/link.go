@@ -24,7 +24,7 @@ import (
 // on the next; a write is not, since it may have been applied: the user is
 // told so.
 type link struct {
-	servers []string
+	servers []endpoint
 	opts    client.Options
 	stderr  io.Writer
 	cur     int // index of the server conn is on
@@ -50,8 +50,11 @@ func (l *link) dial(ctx context.Context, from int) error {
 	for i := range l.servers {
 		k := (from + i) % len(l.servers)
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		c, err := client.Connect(cctx, l.servers[k], l.opts)
+		opts := l.opts
+		opts.TLS = l.servers[k].tls
+		c, err := client.Connect(cctx, l.servers[k].server, opts)
 		cancel()
+		err = transportMismatch(l.servers[k], err)
 		if err == nil {
 			l.cur, l.conn = k, c
 			return nil
@@ -59,7 +62,7 @@ func (l *link) dial(ctx context.Context, from int) error {
 		if _, ok := errors.AsType[*client.ServerError](err); ok && len(l.servers) == 1 {
 			return err
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", l.servers[k], err))
+		errs = append(errs, fmt.Errorf("%s: %w", l.servers[k].name, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -107,7 +110,7 @@ func neverRan(err error) bool {
 func (l *link) failover(ctx context.Context, cause error) error {
 	// A node that forgot the session restarted: try it first. One that
 	// refused or dropped the connection is gone: try the next.
-	old, from := l.servers[l.cur], l.cur
+	old, from := l.servers[l.cur].name, l.cur
 	if _, restarted := errors.AsType[*client.ServerError](cause); !restarted {
 		from = (l.cur + 1) % len(l.servers)
 	}
@@ -116,7 +119,7 @@ func (l *link) failover(ctx context.Context, cause error) error {
 	if err := l.dial(ctx, from); err != nil {
 		return fmt.Errorf("%s failed (%v), and no server could take over: %w", old, cause, err)
 	}
-	fmt.Fprintf(l.stderr, "duckraft: %s failed (%v); reconnected to %s\n", old, shortError(cause), l.servers[l.cur])
+	fmt.Fprintf(l.stderr, "duckraft: %s failed (%v); reconnected to %s\n", old, shortError(cause), l.servers[l.cur].name)
 	if l.inTxn {
 		l.inTxn = false
 		fmt.Fprintln(l.stderr, "duckraft: the open transaction was lost with its session")
@@ -138,71 +141,65 @@ func shortError(err error) string {
 	return s
 }
 
-// query runs sql on the current session, failing over once when its node
-// is gone: a text of reads and session settings runs again on the new
-// session, anything else is reported as of unknown outcome.
-func (l *link) query(ctx context.Context, sql string) (*client.Rows, error) {
+// query runs sql, one statement, on the current session, failing over
+// once when its node is gone: a read or a session setting runs again on
+// the new session, anything else is reported as of unknown outcome. It
+// returns the statement's class as DuckDB's parser gives it
+// (routing/classify), or 0 when it cannot tell.
+func (l *link) query(ctx context.Context, sql string) (*client.Rows, classify.Class, error) {
+	class, text := statementClass(sql)
 	if l.conn == nil {
 		if err := l.dial(ctx, l.cur); err != nil {
-			return nil, err
+			return nil, class, err
 		}
 	}
 	rows, err := l.conn.Query(ctx, sql)
 	if !nodeGone(err) || len(l.servers) == 1 && !neverRan(err) {
 		if err == nil {
-			l.track(sql)
+			l.track(class, text)
 		}
-		return rows, err
+		return rows, class, err
 	}
 	if ferr := l.failover(ctx, err); ferr != nil {
-		return nil, ferr
+		return nil, class, ferr
 	}
-	if !neverRan(err) && !retrySafe(sql) {
-		return nil, errOutcomeUnknown
+	if !neverRan(err) && class != classify.Read && class != classify.Session {
+		return nil, class, errOutcomeUnknown
 	}
 	rows, err = l.conn.Query(ctx, sql)
 	if err == nil {
-		l.track(sql)
+		l.track(class, text)
 	}
-	return rows, err
+	return rows, class, err
 }
 
-// retrySafe reports whether sql may run again after a failure of unknown
-// outcome: every statement a read or a session setting, as DuckDB's parser
-// classifies them (routing/classify; a nextval() makes a write).
-func retrySafe(sql string) bool {
+// statementClass classifies sql, one statement, with DuckDB's parser
+// (routing/classify; a nextval() makes a write), and returns its text as
+// classify reads it. A text that does not classify as exactly one
+// statement has class 0: neither a read nor a setting, so never run
+// again after a failure of unknown outcome.
+func statementClass(sql string) (classify.Class, string) {
 	stmts, err := classify.Statements(sql)
-	if err != nil || len(stmts) == 0 {
-		return false
+	if err != nil || len(stmts) != 1 {
+		return 0, sql
 	}
-	for _, s := range stmts {
-		if s.Class != classify.Read && s.Class != classify.Session {
-			return false
-		}
-	}
-	return true
+	return stmts[0].Class, stmts[0].Text
 }
 
 // track remembers what a statement that succeeded changed of the session:
 // its settings, and whether a transaction is open.
-func (l *link) track(sql string) {
-	stmts, err := classify.Statements(sql)
-	if err != nil {
-		return
-	}
-	for _, s := range stmts {
-		switch s.Class {
-		case classify.Session:
-			if !isSetting(s.Text) {
-				continue
-			}
-			l.settings = slices.DeleteFunc(l.settings, func(old string) bool { return old == s.Text })
-			l.settings = append(l.settings, s.Text)
-		case classify.Begin:
-			l.inTxn = true
-		case classify.Commit, classify.Rollback:
-			l.inTxn = false
+func (l *link) track(class classify.Class, text string) {
+	switch class {
+	case classify.Session:
+		if !isSetting(text) {
+			return
 		}
+		l.settings = slices.DeleteFunc(l.settings, func(old string) bool { return old == text })
+		l.settings = append(l.settings, text)
+	case classify.Begin:
+		l.inTxn = true
+	case classify.Commit, classify.Rollback:
+		l.inTxn = false
 	}
 }
 

@@ -48,11 +48,11 @@ func TestCLI(t *testing.T) {
 	}{
 		{"csv", []string{"--format", "csv", "-c", "SELECT 42 AS answer, 'duck' AS s"}, "", 0, "answer,s\n42,duck\n", ""},
 		{"json", []string{"--format", "json", "-c", "SELECT 1 AS i, 'x' AS s, NULL AS n"}, "", 0, "[\n{\"i\":1,\"s\":\"x\",\"n\":null}\n]\n", ""},
-		{"table", []string{"-c", "SELECT 7 AS seven"}, "", 0, "│ seven   │\n│ INTEGER │", ""},
+		{"duckbox", []string{"-c", "SELECT 7 AS seven"}, "", 0, "┌───────┐\n│ seven │\n│ int32 │\n├───────┤\n│     7 │\n└───────┘\n", ""},
 		{"several statements in order", []string{"--format", "csv", "-c", "CREATE TABLE t AS SELECT * FROM range(1000) r(i)", "-c", "SELECT sum(i) FROM t"}, "", 0, "sum(i)\n499500\n", ""},
 		{"server error exits 1", []string{"-c", "SELECT * FROM missing"}, "", 1, "", "Table with name missing does not exist"},
 		{"bad token", []string{"--token", "wrong", "-c", "SELECT 1"}, "", 1, "", "Authentication failed"},
-		{"bad format", []string{"--format", "xml", "-c", "SELECT 1"}, "", 2, "", "unknown format"},
+		{"bad format", []string{"--format", "xml", "-c", "SELECT 1"}, "", 2, "", "unknown output mode"},
 		{"piped shell", []string{"--format", "csv"}, "SELECT 1\n+ 1 AS two;\n.mode json\nSELECT 3 AS three;\n.quit\n", 0, "two\n2\n[\n{\"three\":3}\n]\n", ""},
 	}
 	for _, tc := range cases {

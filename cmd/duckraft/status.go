@@ -21,7 +21,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if c == nil {
 		return code
 	}
-	if c.format != "table" && c.format != "json" {
+	if c.format != "duckbox" && c.format != "table" && c.format != "json" {
 		fmt.Fprintf(stderr, "duckraft status: --format %q: status prints a table or json\n", c.format)
 		return 2
 	}
@@ -82,10 +82,7 @@ func parseAPIFlags(cmd string, args []string, nargs int, stderr io.Writer, extra
 		fmt.Fprintf(stderr, "duckraft %s: %d arguments %q, want %d (see duckraft --help)\n", cmd, len(pos), pos, nargs)
 		return nil, 2
 	}
-	api, addr, err := clusterctl.API(g.server, g.token)
-	if err != nil {
-		fmt.Fprintf(stderr, "duckraft %s: %v\n", cmd, err)
-		return nil, 2
-	}
-	return &apiCommand{globals: g, api: api, addr: addr, args: pos}, 0
+	ep := g.endpoints[0]
+	api := &nodeapi.Client{Token: g.token, TLS: ep.secure()}
+	return &apiCommand{globals: g, api: api, addr: ep.hostPort(), args: pos}, 0
 }
