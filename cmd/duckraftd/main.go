@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -285,16 +286,24 @@ func run(args []string) error {
 		d.Close()
 		return err
 	}
-	addr, token := d.QuackAddr(), d.Token()
-	if token == "" {
-		// Only the tokens file's tokens: none is printed.
+	// The banner names where the token is, never the token: stdout goes
+	// to the journal under the shipped unit, and to whoever reads logs.
+	addr := d.QuackAddr()
+	var token string
+	switch {
+	case d.Token() == "":
 		token = "<a token of " + c.TokensFile + ">"
 		fmt.Printf("duckraftd %s: Quack on quack:%s  tokens from %s\n", c.ID, addr, c.TokensFile)
-	} else {
-		fmt.Printf("duckraftd %s: Quack on quack:%s  token %s\n", c.ID, addr, token)
+	case c.Token == "":
+		path := filepath.Join(c.DataDir, "token")
+		token = `"$(cat ` + path + `)"`
+		fmt.Printf("duckraftd %s: Quack on quack:%s  admin token in %s (mode 0600)\n", c.ID, addr, path)
+	default:
+		token = "<the admin token>"
+		fmt.Printf("duckraftd %s: Quack on quack:%s  admin token as given (--token or DUCKRAFT_TOKEN)\n", c.ID, addr)
 	}
 	fmt.Printf("  connect: duckraft --server quack:%s --token %s\n", addr, token)
-	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '%s'); ATTACH 'quack:%s' AS remote;\n", token, addr)
+	fmt.Printf("  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '<token>'); ATTACH 'quack:%s' AS remote;\n", addr)
 	if kf := d.KeyFile(); kf != "" {
 		// The path, never the key.
 		fmt.Printf("  members: join with --join %s --cluster-key-file <a copy of %s>\n", c.GossipAddr, kf)
