@@ -375,4 +375,3 @@ func fit(s string, w int) string {
 	r := []rune(s)
 	return string(r[:max(0, w-1)]) + "…"
 }
-
