@@ -51,7 +51,10 @@ func TestShellFailsOver(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"--server", strings.Join(servers, ","), "--token", testcluster.Token, "--format", "csv"}, in, &out, &errb)
+		// --keep-going: a script piped in stops at its first failed
+		// statement otherwise, and this one goes on past a write of
+		// unknown outcome, as a user at the shell would.
+		done <- run([]string{"--server", strings.Join(servers, ","), "--token", testcluster.Token, "--format", "csv", "--keep-going"}, in, &out, &errb)
 	}()
 	t.Cleanup(func() {
 		feed.Close()
