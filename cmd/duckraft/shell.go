@@ -89,6 +89,10 @@ func (s *session) shell(stdin io.Reader) (failed bool, err error) {
 	}
 	defer in.close()
 	_, interactive := in.(editReader)
+	// Open DuckDB's parser before the first prompt: complete reads each
+	// line with it before a statement's Ctrl-C handler is in place, so
+	// its first use must not be the slow one.
+	duckdbParser()
 	if interactive {
 		c := s.link.conn
 		fmt.Fprintf(s.stderr, "duckraft: connected to %s (DuckDB %s, Quack %d). Enter .help for help.\n",
