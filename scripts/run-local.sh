@@ -5,9 +5,22 @@
 # are given that file: the token, which clients hold, makes nobody a member.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${DUCKRAFT_TOKEN:=duckraft-local-token}"
-export DUCKRAFT_TOKEN
 mkdir -p duckraft-data
+# The client token: DUCKRAFT_TOKEN if set, else the one generated at the
+# first make run and kept in duckraft-data/token (mode 0600). It reaches
+# the nodes through the environment, not --token, which ps would show, and
+# is printed nowhere: the instructions below read the file.
+tokenfile=duckraft-data/token
+if [ -z "${DUCKRAFT_TOKEN:-}" ]; then
+	if [ ! -s "$tokenfile" ]; then
+		(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tokenfile")
+	fi
+	DUCKRAFT_TOKEN=$(cat "$tokenfile")
+	tokenhint="DUCKRAFT_TOKEN=\$(cat $tokenfile)"
+else
+	tokenhint="DUCKRAFT_TOKEN=<the token you set>"
+fi
+export DUCKRAFT_TOKEN
 # One make run at a time: a second one would fail to bind the ports and
 # must not touch the running cluster's files.
 pidfile=duckraft-data/run.pid
@@ -33,7 +46,7 @@ trap stop EXIT INT TERM
 key=duckraft-data/n1/cluster.key
 start() { # id quack-port raft-port gossip-port [join]
 	local args=(--id "$1" --data "duckraft-data/$1" --quack "127.0.0.1:$2" --raft "127.0.0.1:$3"
-		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))" --token "$DUCKRAFT_TOKEN")
+		--gossip "127.0.0.1:$4" --http "127.0.0.1:$(($2 + 3))")
 	[ -n "${5:-}" ] && args+=(--join "$5" --cluster-key-file "$key")
 	# Appended to, never truncated: the log of earlier runs stays.
 	echo "--- make run $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"duckraft-data/$1.log"
@@ -75,13 +88,13 @@ bin/duckraft status --server quack:127.0.0.1:9494 || true
 cat <<MSG
 
 duckraft: a 3-node cluster is running on loopback (logs in duckraft-data/n*.log).
-  token:   $DUCKRAFT_TOKEN
+  token:   in $tokenfile (mode 0600); export $tokenhint
   members: the cluster key is in $key (a joining node needs --cluster-key-file with a copy)
   nodes:   quack:127.0.0.1:9494  quack:127.0.0.1:9504  quack:127.0.0.1:9514
-  shell:   DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft --server quack:127.0.0.1:9504
-  status:  DUCKRAFT_TOKEN=$DUCKRAFT_TOKEN bin/duckraft status
-  page:    http://127.0.0.1:9497/?token=$DUCKRAFT_TOKEN   (also :9507, :9517; docs/operations.md)
-  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '$DUCKRAFT_TOKEN'); ATTACH 'quack:localhost' AS remote;
+  shell:   $tokenhint bin/duckraft --server quack:127.0.0.1:9504
+  status:  $tokenhint bin/duckraft status
+  page:    http://127.0.0.1:9497/   (also :9507, :9517; it asks for the token; docs/operations.md)
+  DuckDB:  CREATE SECRET (TYPE quack, TOKEN '<the token>'); ATTACH 'quack:localhost' AS remote;
 Ctrl-C stops the cluster.
 MSG
 wait
