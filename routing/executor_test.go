@@ -217,7 +217,7 @@ func TestReadFailsOverFromUnreachableNode(t *testing.T) {
 	if r1.connects.Load() != 0 {
 		t.Fatalf("r1 accepted %d sessions while down", r1.connects.Load())
 	}
-	if !n1.exec.bal.Suspected("r1", time.Now()) {
+	if !n1.exec.members.bal.Suspected("r1", time.Now()) {
 		t.Fatal("r1 failed but is not suspected")
 	}
 }

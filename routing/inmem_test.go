@@ -482,7 +482,7 @@ func (r inmemRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*
 	if e := nd.refuseWrites.Load(); e != nil && nd.failWrite.Load() == nil {
 		return nil, e
 	}
-	res, err := nd.exec.applyForwarded(ctx, b.Commands[0])
+	res, err := nd.exec.writes.applyForwarded(ctx, b.Commands[0])
 	if fail := nd.failWrite.Swap(nil); fail != nil && err == nil {
 		return nil, fail
 	}
