@@ -39,8 +39,10 @@ type Store interface {
 	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
 	// Prove runs cmd on the leader without keeping its effects, before
 	// it is proposed: a write that would run out of memory or time on
-	// every node is refused there (replication.Store.Prove).
-	Prove(ctx context.Context, cmd wal.Command) error
+	// every node is refused there (replication.Store.Prove). texts are
+	// its statements as the leader lexed them, one per entry, so that
+	// the proof does not lex them again.
+	Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error
 	IsLeader() bool
 	LeaderID() string
 	AppliedIndex() uint64

@@ -50,7 +50,9 @@ type fakeStore struct {
 func (f fakeStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
-func (f fakeStore) Prove(context.Context, wal.Command) error     { return replication.ErrNotLeader }
+func (f fakeStore) Prove(context.Context, wal.Command, []sqltext.Statement) error {
+	return replication.ErrNotLeader
+}
 func (f fakeStore) IsLeader() bool                               { return false }
 func (f fakeStore) LeaderID() string                             { return f.leader }
 func (f fakeStore) AppliedIndex() uint64                         { return f.applied }

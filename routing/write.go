@@ -59,7 +59,7 @@ type leaderStore interface {
 	LeaderID() string
 	// Prove runs cmd on the leader without keeping its effects, before
 	// it is proposed (Store.Prove).
-	Prove(ctx context.Context, cmd wal.Command) error
+	Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error
 	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
 }
 
@@ -273,10 +273,14 @@ func APIError(err error) error {
 // leader's clock, as the lexer's rules and DuckDB's binder decide
 // (routing/analyze), and proposes the result as one command. Each
 // statement is lexed once: lexed holds those the client's node lexed (see
-// write), the others are lexed here.
+// write), the others are lexed here; the proof reads the statements it
+// proposes as the analysis lexed them.
 func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
 	now := w.now()
 	var entries []wal.Entry
+	// texts are the proposed statements as lexed, at their entries'
+	// places (Store.Prove); the zero Statement stands for other entries.
+	var texts []sqltext.Statement
 	statements := 0
 	// The command is proved (Store.Prove) when one of its statements is
 	// heavy and every entry is safe to run twice: a statement the
@@ -301,7 +305,7 @@ func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sql
 			if err := w.mixedEngines(analyze.LiteralInsert(stmt)); err != nil {
 				return nil, err
 			}
-			plan, err := w.analyzer.Decide(ctx, stmt, now, w.volatile, w.log)
+			plan, text, err := w.analyzer.Decide(ctx, stmt, now, w.volatile, w.log)
 			if err != nil {
 				return nil, err
 			}
@@ -310,6 +314,8 @@ func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sql
 				if plan.Prove || plan.Rerunnable {
 					proved++
 				}
+				texts = append(texts, make([]sqltext.Statement, len(entries)-len(texts))...)
+				texts = append(texts, text)
 				entries = append(entries, wal.Statement{SQL: plan.SQL, Returning: true})
 				continue
 			}
@@ -328,7 +334,7 @@ func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sql
 	}
 	out := wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)}
 	if prove && proved == len(entries) {
-		if err := w.store.Prove(ctx, out); err != nil {
+		if err := w.store.Prove(ctx, out, texts); err != nil {
 			return nil, err
 		}
 	}
