@@ -49,9 +49,17 @@ func (e *RefusedWriteError) Unwrap() error         { return e.Reason }
 // ALTER), never one that calls nextval() (sequences are not transactional
 // in DuckDB: the rolled-back run would advance the leader's alone).
 //
+// texts are cmd's statements as the caller already lexed them, numbered as
+// the applier numbers them: one per entry of a Txn (the zero Statement for
+// an entry that is no statement), else one for the entry. The leader lexed
+// each while it decided the write, so the proof does not lex it again; a
+// statement missing from texts, or whose Text is not its entry's SQL, is
+// lexed here, so texts change what is lexed, never what runs. nil lexes
+// them all.
+//
 // A proof holds the applier's lock, so entries wait while it runs: it is
 // bounded by WriteTimeout.
-func (s *Store) Prove(ctx context.Context, cmd wal.Command) error {
+func (s *Store) Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error {
 	if !s.IsLeader() {
 		return s.notLeader()
 	}
@@ -63,10 +71,10 @@ func (s *Store) Prove(ctx context.Context, cmd wal.Command) error {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.WriteTimeout)
 		defer cancel()
 	}
-	return s.fsm.prove(ctx, cmd, s.cfg.WriteTimeout)
+	return s.fsm.prove(ctx, cmd, texts, s.cfg.WriteTimeout)
 }
 
-func (f *fsm) prove(ctx context.Context, cmd wal.Command, timeout time.Duration) error {
+func (f *fsm) prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement, timeout time.Duration) error {
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
 	if err := f.haltErr(); err != nil {
@@ -77,7 +85,10 @@ func (f *fsm) prove(ctx context.Context, cmd wal.Command, timeout time.Duration)
 		// statement does not show.
 		return nil
 	}
-	work := []pending{{cmd: cmd, texts: lexEntry(cmd.Entry)}}
+	if texts == nil {
+		texts = lexEntry(cmd.Entry)
+	}
+	work := []pending{{cmd: cmd, texts: texts}}
 	if serialApply(work) {
 		if err := f.serial.acquire(); err != nil {
 			return err

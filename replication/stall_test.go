@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -167,7 +168,8 @@ func TestProveRefusesWhatCannotApply(t *testing.T) {
 		t.Fatalf("read index: %v", err)
 	}
 	before := leader.store.CommitIndex()
-	err := leader.store.Prove(context.Background(), stmt(heavyCTAS))
+	// Given as the leader lexed it, as routing gives it.
+	err := leader.store.Prove(context.Background(), stmt(heavyCTAS), []sqltext.Statement{sqltext.Parse(heavyCTAS)})
 	var refused *RefusedWriteError
 	if !errors.As(err, &refused) || !errors.Is(err, ErrWriteResources) || refused.ExceptionType() != "Out of Memory" {
 		t.Fatalf("prove: %v, want a RefusedWriteError for resources", err)
@@ -175,10 +177,10 @@ func TestProveRefusesWhatCannotApply(t *testing.T) {
 	if got := leader.store.CommitIndex(); got != before {
 		t.Fatalf("commit index moved from %d to %d: the proof reached the log", before, got)
 	}
-	if err := leader.store.Prove(context.Background(), stmt("CREATE TABLE small AS SELECT range AS i FROM range(10)")); err != nil {
+	if err := leader.store.Prove(context.Background(), stmt("CREATE TABLE small AS SELECT range AS i FROM range(10)"), nil); err != nil {
 		t.Fatalf("prove a small write: %v", err)
 	}
-	if err := leader.store.Prove(context.Background(), stmt("INSERT INTO missing SELECT 1")); err != nil {
+	if err := leader.store.Prove(context.Background(), stmt("INSERT INTO missing SELECT 1"), nil); err != nil {
 		t.Fatalf("prove a write with an error of its own: %v (the log decides those)", err)
 	}
 	mustExec(t, leader.store, stmt("CREATE TABLE small AS SELECT range AS i FROM range(10)"))
@@ -193,7 +195,7 @@ func TestProveTimesOut(t *testing.T) {
 	nodes := startCluster(t, 1, func(c *Config) { c.WriteTimeout = 300 * time.Millisecond })
 	leader := waitLeader(t, nodes)
 	err := leader.store.Prove(context.Background(),
-		stmt("CREATE TABLE slow AS SELECT sum(hash(i)) AS s FROM range(100000000000) r(i)"))
+		stmt("CREATE TABLE slow AS SELECT sum(hash(i)) AS s FROM range(100000000000) r(i)"), nil)
 	if !errors.Is(err, ErrWriteTimeout) {
 		t.Fatalf("prove: %v, want ErrWriteTimeout", err)
 	}

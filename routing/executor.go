@@ -3,11 +3,14 @@
 // consistency level at the least cost (read replicas first), and large scans
 // may be split over several nodes pinned at one log index.
 //
-// Its parts: classify says what a statement does, balance ranks the nodes,
-// nodeapi is the typed protocol between nodes, and this package holds the
-// sessions, reads, writes and transactions. What it needs of the rest of a
-// node is an interface each, defined here: Store (replication), Directory
-// (gossip) and Remote (the other nodes).
+// Its packages: classify says what a statement does, balance ranks the
+// nodes, nodeapi is the typed protocol between nodes, and this package
+// holds the sessions and the Executor, which classifies each statement and
+// hands it to the part that runs it: reads (reader), writes (writer),
+// transactions (txns) and split scans (splitScan). What it needs of the
+// rest of a node is an interface each, defined here: Store (replication),
+// Directory (gossip) and Remote (the other nodes); each part holds only
+// the small subset of them it uses.
 package routing
 
 import (
@@ -16,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/duckraft/duckraft/node"
@@ -28,6 +30,7 @@ import (
 	"github.com/duckraft/duckraft/routing/analyze"
 	"github.com/duckraft/duckraft/routing/balance"
 	"github.com/duckraft/duckraft/routing/classify"
+	"github.com/duckraft/duckraft/routing/nodeapi"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -36,8 +39,10 @@ type Store interface {
 	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
 	// Prove runs cmd on the leader without keeping its effects, before
 	// it is proposed: a write that would run out of memory or time on
-	// every node is refused there (replication.Store.Prove).
-	Prove(ctx context.Context, cmd wal.Command) error
+	// every node is refused there (replication.Store.Prove). texts are
+	// its statements as the leader lexed them, one per entry, so that
+	// the proof does not lex them again.
+	Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error
 	IsLeader() bool
 	LeaderID() string
 	AppliedIndex() uint64
@@ -132,30 +137,29 @@ type Config struct {
 // DefaultMaxStaleness is Config.MaxStaleness when it is zero.
 const DefaultMaxStaleness = 1000
 
-// Executor implements node.Executor for a cluster member.
+// Executor implements node.Executor for a cluster member: it classifies a
+// client's text, checks it against the session's role and the node's
+// guard, and hands it to the part that runs it.
 type Executor struct {
-	cfg      Config
-	log      *slog.Logger
-	volatile sqltext.Volatile
+	cfg Config
+	log *slog.Logger
 	// pool holds the connections the leader binds (analyzer) and
 	// materializes writes on, so that a write does not open one.
 	pool *engine.Pool
-	// analyzer binds writes on the leader (routing/analyze).
-	analyzer *analyze.Analyzer
 	// guard keeps client statements from the applier's schema and the
 	// node's files (guard.go).
-	guard  *access.Guard
-	remote Remote
-	bal    *balance.Balancer
+	guard *access.Guard
+
+	members *members
+	local   *localReads
+	reads   *reader
+	writes  *writer
+	txns    *txns
+	split   *splitScan
 
 	// mig lets sessions outlive this node, and this node adopt others';
 	// nil without Config.SessionIDs.
 	mig *migrator
-
-	// reads counts reads run on this node; active counts statements
-	// running or streaming here, which gossip reports as load.
-	reads  atomic.Uint64
-	active atomic.Int64
 }
 
 // New returns an Executor; it reads the list of volatile functions from db.
@@ -190,11 +194,21 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	pool := engine.NewPool(cfg.DB, poolIdle)
-	// The leader checks a forwarded write against its own files too: it
-	// evaluates an INSERT … SELECT FROM read_csv(…) itself.
-	analyzer := analyze.New(pool).WithGuard(guard.Check)
-	e := &Executor{cfg: cfg, log: cfg.Logger, volatile: vol, pool: pool, analyzer: analyzer, guard: guard,
-		remote: cfg.Remote, bal: balance.New()}
+	e := &Executor{cfg: cfg, log: cfg.Logger, pool: pool, guard: guard}
+	e.local = &localReads{store: cfg.Store, wait: cfg.SessionWait}
+	e.members = &members{id: cfg.ID, router: cfg.Router, dir: cfg.Directory, store: cfg.Store, bal: balance.New(),
+		maxStaleness: cfg.MaxStaleness, load: e.local.load}
+	remote := &remoteReads{log: cfg.Logger, open: cfg.Remote, members: e.members}
+	e.split = &splitScan{log: cfg.Logger, members: e.members, remote: remote, local: e.local}
+	e.reads = &reader{log: cfg.Logger, members: e.members, local: e.local, remote: remote, split: e.split, leader: cfg.Store,
+		leaderWait: cfg.LeaderWait, timeout: cfg.StatementTimeout, observe: cfg.ObserveRead, floor: e.restoreFloor}
+	e.writes = &writer{log: cfg.Logger, store: cfg.Store, dir: cfg.Directory, forward: cfg.Remote, db: cfg.DB, pool: pool,
+		// The leader checks a forwarded write against its own files
+		// too: it evaluates an INSERT … SELECT FROM read_csv(…) itself.
+		analyzer: analyze.New(pool).WithGuard(guard.Check), volatile: vol, now: cfg.Now,
+		leaderWait: cfg.LeaderWait, voters: cfg.Voters, observe: cfg.ObserveWrite, changed: e.sessionChanged}
+	e.txns = &txns{log: cfg.Logger, store: cfg.Store, dir: cfg.Directory, stageSize: cfg.StageBytes,
+		writes: e.writes, reads: e.reads, sessions: e}
 	if cfg.SessionIDs != nil && cfg.SessionAPI != nil {
 		e.mig = newMigrator(e, cfg.SessionIDs, cfg.SessionAPI)
 	}
@@ -218,10 +232,10 @@ func (e *Executor) Close() error {
 
 // Reads returns how many reads this node has run itself, its own clients'
 // and those routed here.
-func (e *Executor) Reads() uint64 { return e.reads.Load() }
+func (e *Executor) Reads() uint64 { return e.local.reads.Load() }
 
 // Load returns the statements running or streaming results on this node.
-func (e *Executor) Load() uint64 { return uint64(max(0, e.active.Load())) }
+func (e *Executor) Load() uint64 { return e.local.load() }
 
 func loadVolatile(db *engine.DB) (sqltext.Volatile, error) {
 	conn, err := db.Connect()
@@ -288,7 +302,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 	}
 	switch {
 	case control > 0 || st.openTxn() != nil:
-		return e.transaction(ctx, s, st, stmts)
+		return e.txns.run(ctx, s, st, stmts)
 	case writes == 0 && settings > 0:
 		// Settings belong to the client's session here, so a text that
 		// changes one runs here whole; reads elsewhere replay it.
@@ -298,7 +312,7 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		}
 		return rows, err
 	case writes == 0:
-		return e.read(ctx, s, st, sql)
+		return e.reads.read(ctx, s, st, sql)
 	case reads > 0:
 		return nil, errors.New("duckraft: this text mixes reads and writes in one request; send them separately")
 	}
@@ -308,11 +322,44 @@ func (e *Executor) Query(ctx context.Context, s *node.Session, sql string) (node
 		entries = append(entries, wal.Statement{SQL: stmt.Text})
 		lexed = append(lexed, stmt.Statement)
 	}
-	res, err := e.write(ctx, st, newCommand(entries), lexed)
+	res, err := e.writes.write(ctx, st, newCommand(entries), lexed)
 	if err != nil {
 		return nil, err
 	}
 	return resultRows(res)
+}
+
+// serveRouted runs a read another node routed here, after the check it
+// asks for.
+func (e *Executor) serveRouted(ctx context.Context, s *node.Session, r nodeapi.Read, sql string) (node.Rows, error) {
+	stmts, err := classify.Statements(sql)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 || stmts[0].Class != classify.Read {
+		return nil, nodeapi.Errorf(nodeapi.CodeBadRequest, "duckraft: a routed statement must be a single read")
+	}
+	// Members route reads in sessions of the node credential; a client
+	// that sends the header itself is held to its own role.
+	if err := requireRole(s, stmts); err != nil {
+		return nil, err
+	}
+	// Held to this node's own files, which may lie elsewhere than the
+	// routing node's.
+	if err := e.checkAccess(stmts); err != nil {
+		return nil, err
+	}
+	// The routing node's statement timeout is kept here too, so the read
+	// ends where it runs even if that node is gone.
+	return bounded(ctx, r.Timeout, func(ctx context.Context) (node.Rows, error) {
+		switch {
+		case r.Strong:
+			return e.reads.strongLocal(ctx, s, sql)
+		case r.At > 0:
+			return e.split.pinnedRead(ctx, s, r.At, sql)
+		}
+		return e.local.after(ctx, s, r.After, sql)
+	})
 }
 
 // ErrNodeStatement refuses a client statement that would reconfigure the
@@ -344,53 +391,6 @@ func refuseNodeStatements(stmts []classify.Statement) error {
 	return nil
 }
 
-// routerSetting handles the settings the router keeps itself (SET
-// duckraft_consistency, duckraft_split_scan, duckraft_statement_timeout);
-// ok is false for any other statement.
-func (e *Executor) routerSetting(st *sessionState, stmt sqltext.Statement) (node.Rows, bool, error) {
-	if level, ok, err := consistencySetting(stmt); ok {
-		if err != nil {
-			return nil, true, err
-		}
-		st.mu.Lock()
-		st.consistency = level
-		st.mu.Unlock()
-		e.sessionChanged(st)
-		return successRows(), true, nil
-	}
-	if key, ok, err := writeKeySetting(stmt); ok {
-		if err != nil {
-			return nil, true, err
-		}
-		st.mu.Lock()
-		st.writeKey = key
-		st.mu.Unlock()
-		e.sessionChanged(st)
-		return successRows(), true, nil
-	}
-	if d, ok, err := timeoutSetting(stmt); ok {
-		if err != nil {
-			return nil, true, err
-		}
-		st.mu.Lock()
-		st.timeout = &d
-		st.mu.Unlock()
-		e.sessionChanged(st)
-		return successRows(), true, nil
-	}
-	if n, ok, err := splitSetting(stmt); ok {
-		if err != nil {
-			return nil, true, err
-		}
-		st.mu.Lock()
-		st.split = n
-		st.mu.Unlock()
-		e.sessionChanged(st)
-		return successRows(), true, nil
-	}
-	return nil, false, nil
-}
-
 // Append implements node.Executor.
 func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string, table string, chunk *wire.DataChunk) error {
 	if err := s.Require(tokens.Write, "APPEND to "+strings.Join(append(schema[:len(schema):len(schema)], table), ".")); err != nil {
@@ -404,10 +404,10 @@ func (e *Executor) Append(ctx context.Context, s *node.Session, schema []string,
 	if err := st.appendLoss(); err != nil {
 		return err
 	}
-	if ok, err := e.appendToTxn(st, a, uint64(chunk.Rows)); ok || err != nil {
+	if ok, err := e.txns.appendToTxn(st, a, uint64(chunk.Rows)); ok || err != nil {
 		return err
 	}
-	_, err = e.write(ctx, st, newCommand([]wal.Entry{a}), nil)
+	_, err = e.writes.write(ctx, st, newCommand([]wal.Entry{a}), nil)
 	return err
 }
 
@@ -453,7 +453,7 @@ func (e *Executor) EndSession(s *node.Session) {
 		st.closeRemotes()
 		if t := st.openTxn(); t != nil && t.stager != nil {
 			st.setTxn(nil)
-			go e.unstage(st, t)
+			go e.txns.unstage(st, t)
 		}
 	}
 }

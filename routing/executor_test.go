@@ -10,6 +10,7 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/sqltext"
+	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
@@ -74,6 +75,43 @@ func TestWriteOnFollowerGoesThroughLeader(t *testing.T) {
 	// The session reads its write wherever the read runs.
 	if n := countOf(t, mustRun(t, n2, s, "SELECT count(*) FROM t")); n != 1 {
 		t.Fatalf("session read %d rows after its write, want 1", n)
+	}
+}
+
+// The leader proves a heavy write with the statements as its analysis
+// lexed them, each at its entry's place, whether the client's node is the
+// leader (it lexed the client's text) or a follower (the leader lexed the
+// forwarded text), and past an append that is no statement.
+func TestProofGetsTheLeadersTexts(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2")
+	n1 := net.node("n1")
+	chunk, err := wire.ChunkFromRows([]wire.LogicalType{{ID: wire.TypeInteger}}, [][]any{{int32(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []*inmemNode{n1, net.node("n2")} {
+		before := n1.provedTexts.Load()
+		s := via.session(t)
+		mustRun(t, via, s, "UPDATE t SET id = id + 1")
+		mustRun(t, via, s, "BEGIN")
+		if err := via.exec.Append(context.Background(), s, []string{"main"}, "t", chunk); err != nil {
+			t.Fatalf("append via %s: %v", via.id, err)
+		}
+		mustRun(t, via, s, "INSERT INTO t SELECT 2")
+		mustRun(t, via, s, "DELETE FROM t WHERE id = 5")
+		mustRun(t, via, s, "COMMIT")
+		// The UPDATE's one text, then the transaction's two statements
+		// after its append.
+		if got := n1.provedTexts.Load() - before; got != 3 {
+			t.Errorf("via %s: the leader proved %d statements with their lexed texts, want 3", via.id, got)
+		}
+	}
+	// The in-memory log applies statements, not appends: one INSERT per
+	// transaction.
+	for _, nd := range net.nodes {
+		if got := nd.count(); got != 2 {
+			t.Errorf("%s holds %d rows, want the two inserted", nd.id, got)
+		}
 	}
 }
 
@@ -217,7 +255,7 @@ func TestReadFailsOverFromUnreachableNode(t *testing.T) {
 	if r1.connects.Load() != 0 {
 		t.Fatalf("r1 accepted %d sessions while down", r1.connects.Load())
 	}
-	if !n1.exec.bal.Suspected("r1", time.Now()) {
+	if !n1.exec.members.bal.Suspected("r1", time.Now()) {
 		t.Fatal("r1 failed but is not suspected")
 	}
 }

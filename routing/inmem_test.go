@@ -13,6 +13,7 @@ import (
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/outcome"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
@@ -67,6 +68,9 @@ type inmemNode struct {
 	// without applying them, once failWrite is spent.
 	refuseWrites atomic.Pointer[nodeapi.Error]
 	executes     atomic.Int64 // commands proposed here
+	// provedTexts counts the statements proved here with the text the
+	// leader lexed.
+	provedTexts atomic.Int64
 	// unreachable counts calls that failed because the node was down.
 	unreachable atomic.Int64
 }
@@ -299,10 +303,24 @@ func (m memStore) CommitIndex() uint64 {
 }
 
 // Prove implements Store: the in-memory log checks each command when it
-// executes it, so there is nothing to prove ahead.
-func (m memStore) Prove(context.Context, wal.Command) error {
+// executes it, so there is nothing to prove ahead. It checks what
+// replication relies on to skip lexing again: each text given stands at
+// the place of the statement it is the lexed text of.
+func (m memStore) Prove(_ context.Context, cmd wal.Command, texts []sqltext.Statement) error {
 	if !m.IsLeader() {
 		return replication.ErrNotLeader
+	}
+	entries := splitEntries(cmd.Entry)
+	if len(texts) > len(entries) {
+		return fmt.Errorf("prove: %d texts for %d entries", len(texts), len(entries))
+	}
+	for i, text := range texts {
+		if st, ok := entries[i].(wal.Statement); text.Text != "" && (!ok || st.SQL != text.Text) {
+			return fmt.Errorf("prove: text %d is %q, not the lexed text of entry %d (%v)", i, text.Text, i, entries[i])
+		}
+		if text.Text != "" {
+			m.nd.provedTexts.Add(1)
+		}
 	}
 	return nil
 }
@@ -395,8 +413,9 @@ func (d memDir) Peers() []Peer {
 		if frozen != nil {
 			applied = *frozen
 		}
+		// Each node embeds the DuckDB it runs on, as real gossip says.
 		out = append(out, Peer{ID: nd.id, QuackAddr: nd.addr(), Replica: nd.replica,
-			Leader: nd.id == d.n.leaderID(), Applied: applied})
+			Leader: nd.id == d.n.leaderID(), Applied: applied, Engine: nd.db.Version()})
 	}
 	return out
 }
@@ -482,7 +501,7 @@ func (r inmemRemote) Write(ctx context.Context, addr string, cmd wal.Command) (*
 	if e := nd.refuseWrites.Load(); e != nil && nd.failWrite.Load() == nil {
 		return nil, e
 	}
-	res, err := nd.exec.applyForwarded(ctx, b.Commands[0])
+	res, err := nd.exec.writes.applyForwarded(ctx, b.Commands[0])
 	if fail := nd.failWrite.Swap(nil); fail != nil && err == nil {
 		return nil, fail
 	}

@@ -144,7 +144,7 @@ func (m *migrator) loop() {
 // and stops those of nodes gone; it returns the live ones.
 func (m *migrator) ensurePushers() []*pusher {
 	live := map[string]bool{}
-	for _, p := range m.e.peers() {
+	for _, p := range m.e.members.peers() {
 		if p.ID != m.ids.Node() {
 			live[p.ID] = true
 		}
@@ -456,7 +456,7 @@ func (m *migrator) lookup(ctx context.Context, id string) (best nodeapi.SessionS
 	}
 	var asked int
 	answers := make(chan answer, 16)
-	for _, p := range m.e.peers() {
+	for _, p := range m.e.members.peers() {
 		if p.ID == m.ids.Node() || m.suspected(p.ID) {
 			continue
 		}
@@ -516,7 +516,7 @@ func (m *migrator) reachable(id string) (string, bool) {
 func (m *migrator) adopter(id, gone string) (string, string) {
 	var best, addr string
 	var top uint64
-	for _, p := range m.e.peers() {
+	for _, p := range m.e.members.peers() {
 		if p.ID == gone {
 			continue
 		}
@@ -537,7 +537,7 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 		m.mu.Lock()
 		m.suspect[unreachable] = time.Now()
 		m.mu.Unlock()
-		m.e.bal.Suspect(unreachable)
+		m.e.members.bal.Suspect(unreachable)
 	}
 	self := m.ids.Node()
 	best, ok := m.copyOf(c.ID)
@@ -699,7 +699,7 @@ func (e *Executor) leaderReadIndex(ctx context.Context) (uint64, error) {
 		var err error
 		if e.cfg.Store.IsLeader() {
 			idx, err = e.cfg.Store.ReadIndex(ctx)
-		} else if addr, ok := e.leaderQuackAddr(); ok && e.mig != nil {
+		} else if addr, ok := e.writes.leaderAddr(); ok && e.mig != nil {
 			idx, err = e.mig.api.ReadIndex(ctx, addr)
 		} else {
 			err = errors.New("no leader known")

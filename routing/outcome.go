@@ -112,13 +112,13 @@ func (e *NoQuorumError) Unwrap() []error {
 }
 
 // noQuorum explains a write that found no leader.
-func (e *Executor) noQuorum() error {
-	err := &NoQuorumError{Waited: e.cfg.LeaderWait}
-	if e.cfg.Voters != nil {
-		err.Voters = e.cfg.Voters()
+func (w *writer) noQuorum() error {
+	err := &NoQuorumError{Waited: w.leaderWait}
+	if w.voters != nil {
+		err.Voters = w.voters()
 	}
-	if e.cfg.Directory != nil {
-		for _, p := range e.cfg.Directory.Peers() {
+	if w.dir != nil {
+		for _, p := range w.dir.Peers() {
 			if !p.Replica {
 				err.Reachable++
 			}

@@ -50,7 +50,9 @@ type fakeStore struct {
 func (f fakeStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
-func (f fakeStore) Prove(context.Context, wal.Command) error     { return replication.ErrNotLeader }
+func (f fakeStore) Prove(context.Context, wal.Command, []sqltext.Statement) error {
+	return replication.ErrNotLeader
+}
 func (f fakeStore) IsLeader() bool                               { return false }
 func (f fakeStore) LeaderID() string                             { return f.leader }
 func (f fakeStore) AppliedIndex() uint64                         { return f.applied }
@@ -70,9 +72,10 @@ func (d fakeDir) QuackAddr(id string) (string, bool) {
 }
 func (d fakeDir) Peers() []Peer { return append([]Peer(nil), d...) }
 
-func testExecutor(dir fakeDir, self string, router bool) *Executor {
-	return &Executor{cfg: Config{ID: self, Router: router, Store: fakeStore{applied: 100, leader: "v1"},
-		Directory: dir, MaxStaleness: 10}, bal: balance.New()}
+// testReader is the reader of node self, which sees the nodes of dir.
+func testReader(dir fakeDir, self string, router bool) *reader {
+	return &reader{members: &members{id: self, router: router, dir: dir, store: fakeStore{applied: 100, leader: "v1"},
+		bal: balance.New(), maxStaleness: 10, load: func() uint64 { return 0 }}}
 }
 
 func TestPickPrefersReplicasAndSticks(t *testing.T) {
@@ -82,7 +85,7 @@ func TestPickPrefersReplicasAndSticks(t *testing.T) {
 		{ID: "r1", Replica: true, Applied: 100},
 		{ID: "r2", Replica: true, Applied: 50}, // far behind
 	}
-	e := testExecutor(dir, "v2", false)
+	e := testReader(dir, "v2", false)
 	st := &sessionState{}
 	p, req, ok := e.pick(st, Session, 90, map[string]bool{})
 	if !ok || p.ID != "r1" || req.After != 90 {
@@ -94,12 +97,12 @@ func TestPickPrefersReplicasAndSticks(t *testing.T) {
 		t.Fatalf("fallback picked %s, home %s; want v2 (self) and home r1", p.ID, st.home)
 	}
 	// Load on r1 from this node is not enough to leave it...
-	e.bal.Counter("r1").Add(3)
+	e.members.bal.Counter("r1").Add(3)
 	if p, _, _ = e.pick(st, Session, 90, map[string]bool{}); p.ID != "r1" {
 		t.Fatalf("sticky read picked %s", p.ID)
 	}
 	// ...much more is.
-	e.bal.Counter("r1").Add(10)
+	e.members.bal.Counter("r1").Add(10)
 	if p, _, _ = e.pick(st, Session, 90, map[string]bool{}); p.ID == "r1" || st.home == "r1" {
 		t.Fatalf("overloaded home kept: %s", p.ID)
 	}
@@ -107,7 +110,7 @@ func TestPickPrefersReplicasAndSticks(t *testing.T) {
 		t.Fatalf("strong read picked %s %+v", p.ID, req)
 	}
 	// A router never picks itself.
-	r := testExecutor(append(dir, Peer{ID: "me", Replica: true, Applied: 100}), "me", true)
+	r := testReader(append(dir, Peer{ID: "me", Replica: true, Applied: 100}), "me", true)
 	for range 20 {
 		if p, _, _ := r.pick(&sessionState{}, Any, 0, map[string]bool{}); p.ID == "me" {
 			t.Fatal("router picked itself")

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -164,8 +165,22 @@ type remoteConn struct {
 // moves on quickly from a node that just died.
 const connectTimeout = 2 * time.Second
 
-// remoteConn returns the session's connection to p, opening it if needed.
-func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*remoteConn, error) {
+// sessionOpener opens sessions on other nodes (Remote.Connect).
+type sessionOpener interface {
+	Connect(ctx context.Context, addr string, g wire.Generation) (RemoteSession, error)
+}
+
+// remoteReads runs reads on other nodes, each in the client session's own
+// session there, which it opens and replays the session's settings in,
+// and leaves a node that does not answer out of the next choices.
+type remoteReads struct {
+	log     *slog.Logger
+	open    sessionOpener
+	members *members
+}
+
+// conn returns the session's connection to p, opening it if needed.
+func (r *remoteReads) conn(ctx context.Context, st *sessionState, p Peer) (*remoteConn, error) {
 	st.mu.Lock()
 	rc := st.remotes[p.ID]
 	if rc != nil && rc.addr != p.QuackAddr {
@@ -179,13 +194,13 @@ func (e *Executor) remoteConn(ctx context.Context, st *sessionState, p Peer) (*r
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	sess, err := e.remote.Connect(cctx, p.QuackAddr, st.gen)
+	sess, err := r.open.Connect(cctx, p.QuackAddr, st.gen)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The statement was cancelled: the node is not at fault.
 			return nil, context.Cause(ctx)
 		}
-		e.bal.Suspect(p.ID)
+		r.members.bal.Suspect(p.ID)
 		return nil, fmt.Errorf("%w: connect to %s at %s: %w", errRemote, p.ID, p.QuackAddr, err)
 	}
 	st.mu.Lock()
@@ -210,10 +225,10 @@ func (st *sessionState) dropRemote(id string, rc *remoteConn) {
 	go rc.sess.Close()
 }
 
-// remoteQuery runs a routed read on p through the session's connection to
-// p. Its rows stream from p as the client reads them.
-func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, req nodeapi.Read, sql string) (node.Rows, error) {
-	rc, err := e.remoteConn(ctx, st, p)
+// query runs a routed read on p through the session's connection to p. Its
+// rows stream from p as the client reads them.
+func (r *remoteReads) query(ctx context.Context, st *sessionState, p Peer, req nodeapi.Read, sql string) (node.Rows, error) {
+	rc, err := r.conn(ctx, st, p)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +237,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case !answered(err):
-			return nil, e.unreachable(st, p, rc, err)
+			return nil, r.unreachable(st, p, rc, err)
 		}
 		return nil, err
 	}
@@ -231,9 +246,9 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 		// runs it ends it even if this one is gone.
 		req.Timeout = max(time.Millisecond, time.Until(dl))
 	}
-	n := e.bal.Counter(p.ID)
+	n := r.members.bal.Counter(p.ID)
 	n.Add(1)
-	rows, err := e.queryWhileAlive(ctx, rc.sess, p.ID, req, sql)
+	rows, err := r.queryWhileAlive(ctx, rc.sess, p.ID, req, sql)
 	if err != nil {
 		n.Add(-1)
 		switch {
@@ -242,7 +257,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 			// and the session there stays usable.
 			return nil, context.Cause(ctx)
 		case !answered(err):
-			return nil, e.unreachable(st, p, rc, err)
+			return nil, r.unreachable(st, p, rc, err)
 		case errors.Is(err, outcome.ErrUnknownSession) || errors.Is(err, outcome.ErrSessionExpired) || errors.Is(err, outcome.ErrSessionLost):
 			// The node restarted or forgot the session: open a new one.
 			st.dropRemote(p.ID, rc)
@@ -258,7 +273,7 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 			cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			defer cancel()
 			if err := c.Cancel(cctx); err != nil {
-				e.log.Debug("cancel a read on another node", "node", p.ID, "err", err)
+				r.log.Debug("cancel a read on another node", "node", p.ID, "err", err)
 			}
 		})
 	}
@@ -271,9 +286,9 @@ func (e *Executor) remoteQuery(ctx context.Context, st *sessionState, p Peer, re
 // unreachable handles a request to p that got no answer: the node is
 // gone, so it is left out for a while and the session reconnects next
 // time; the error marks the read as one to run elsewhere.
-func (e *Executor) unreachable(st *sessionState, p Peer, rc *remoteConn, err error) error {
+func (r *remoteReads) unreachable(st *sessionState, p Peer, rc *remoteConn, err error) error {
 	st.dropRemote(p.ID, rc)
-	e.bal.Suspect(p.ID)
+	r.members.bal.Suspect(p.ID)
 	return fmt.Errorf("%w: %s: %w", errRemote, p.ID, err)
 }
 
@@ -282,7 +297,7 @@ func (e *Executor) unreachable(st *sessionState, p Peer, rc *remoteConn, err err
 // hung disk) keeps its sockets open, so without this a read would wait for
 // the client's deadline; once gossip declares it dead the read fails with
 // errRemote and runs elsewhere. Nothing has reached the client by then.
-func (e *Executor) queryWhileAlive(ctx context.Context, sess RemoteSession, id string, req nodeapi.Read, sql string) (node.Rows, error) {
+func (r *remoteReads) queryWhileAlive(ctx context.Context, sess RemoteSession, id string, req nodeapi.Read, sql string) (node.Rows, error) {
 	qctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	replied := make(chan struct{})
@@ -295,7 +310,7 @@ func (e *Executor) queryWhileAlive(ctx context.Context, sess RemoteSession, id s
 			case <-replied:
 				return
 			case <-t.C:
-				if !e.alive(id) {
+				if !r.members.alive(id) {
 					cancel(fmt.Errorf("%w: %s stopped answering and gossip declared it dead", errRemote, id))
 					return
 				}
@@ -312,16 +327,6 @@ func (e *Executor) queryWhileAlive(ctx context.Context, sess RemoteSession, id s
 // livenessPoll is how often a read waiting on another node checks that
 // gossip still lists the node.
 const livenessPoll = 250 * time.Millisecond
-
-// alive reports whether gossip lists node id among the live peers.
-func (e *Executor) alive(id string) bool {
-	for _, p := range e.peers() {
-		if p.ID == id {
-			return true
-		}
-	}
-	return false
-}
 
 // trackedRows calls done once when the rows are closed.
 type trackedRows struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/wal"
 )
@@ -29,7 +30,9 @@ func (routerStore) Execute(context.Context, wal.Command) (*wal.Result, error) {
 	return nil, replication.ErrNotLeader
 }
 
-func (routerStore) Prove(context.Context, wal.Command) error { return replication.ErrNotLeader }
+func (routerStore) Prove(context.Context, wal.Command, []sqltext.Statement) error {
+	return replication.ErrNotLeader
+}
 
 func (routerStore) IsLeader() bool       { return false }
 func (routerStore) AppliedIndex() uint64 { return 0 }

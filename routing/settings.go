@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/duckraft/duckraft/node"
+	"github.com/duckraft/duckraft/node/sqltext"
 	"github.com/duckraft/duckraft/routing/classify"
 )
 
@@ -79,4 +81,35 @@ func (st *sessionState) syncSettings(ctx context.Context, rc *remoteConn) error 
 	}
 	rc.settingsVersion = version
 	return nil
+}
+
+// routerSetting handles the settings the router keeps itself (SET
+// duckraft_consistency, duckraft_write_key, duckraft_split_scan,
+// duckraft_statement_timeout); ok is false for any other statement.
+func (e *Executor) routerSetting(st *sessionState, stmt sqltext.Statement) (node.Rows, bool, error) {
+	// set changes the session's state as the statement says, and the
+	// other nodes learn of it before the statement is answered.
+	set := func(err error, change func()) (node.Rows, bool, error) {
+		if err != nil {
+			return nil, true, err
+		}
+		st.mu.Lock()
+		change()
+		st.mu.Unlock()
+		e.sessionChanged(st)
+		return successRows(), true, nil
+	}
+	if level, ok, err := consistencySetting(stmt); ok {
+		return set(err, func() { st.consistency = level })
+	}
+	if key, ok, err := writeKeySetting(stmt); ok {
+		return set(err, func() { st.writeKey = key })
+	}
+	if d, ok, err := timeoutSetting(stmt); ok {
+		return set(err, func() { st.timeout = &d })
+	}
+	if n, ok, err := splitSetting(stmt); ok {
+		return set(err, func() { st.split = n })
+	}
+	return nil, false, nil
 }

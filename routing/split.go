@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,20 +90,31 @@ func shareSQL(table string, r, k int) string {
 	return fmt.Sprintf("SELECT * FROM %s WHERE hash(#1) %% %d = %d", table, r, k)
 }
 
-// splitRead scans table on up to r nodes, each returning its share in a
-// read transaction at the same log index, and merges the shares. If the
-// nodes cannot meet at one index in splitAttempts tries, one node runs the
-// whole scan.
-func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionState, table string, r int, level Level, last uint64) (node.Rows, error) {
-	peers := e.splitPeers(r)
-	pin := max(last, e.maxApplied(peers))
+// splitScan spreads a scan over several nodes, each reading its share
+// pinned at one log index (the routing half: read), and serves a share
+// routed here (pinnedRead).
+type splitScan struct {
+	log     *slog.Logger
+	members *members
+	remote  *remoteReads
+	local   *localReads
+}
+
+// read scans table on up to r nodes, each returning its share in a read
+// transaction at the same log index, and merges the shares. It reports
+// false when no split is possible (fewer than two nodes, or they could not
+// meet at one index in splitAttempts tries): one node must run the whole
+// scan.
+func (sc *splitScan) read(ctx context.Context, st *sessionState, table string, r int, last uint64) (node.Rows, bool, error) {
+	peers := sc.peers(r)
+	pin := max(last, sc.members.maxApplied(peers))
 	// reached is the highest index a share's node said it was at: a floor
 	// for the pin once writes stop, however stale gossip is.
 	var reached uint64
 	for attempt := 0; attempt < splitAttempts && len(peers) > 1; attempt++ {
-		rows, errs := e.shares(ctx, st, peers, table, pin)
+		rows, errs := sc.shares(ctx, st, peers, table, pin)
 		if rows != nil {
-			return rows, nil
+			return rows, true, nil
 		}
 		var seen uint64
 		var keep []Peer
@@ -123,7 +135,7 @@ func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionSt
 					keep = append(keep, peers[i])
 				}
 			default:
-				return nil, err
+				return nil, true, err
 			}
 		}
 		peers = keep
@@ -137,23 +149,24 @@ func (e *Executor) splitRead(ctx context.Context, s *node.Session, st *sessionSt
 		case behind:
 			// The index aimed at never came (writes stopped): meet at
 			// the furthest index some node reached.
-			pin = max(last, e.maxApplied(peers), reached)
+			pin = max(last, sc.members.maxApplied(peers), reached)
 		}
-		e.log.Debug("split scan re-pinned", "table", table, "attempt", attempt+1, "pin", pin)
+		sc.log.Debug("split scan re-pinned", "table", table, "attempt", attempt+1, "pin", pin)
 	}
-	return e.readOne(ctx, s, st, level, last, "SELECT * FROM "+table)
+	return nil, false, nil
 }
 
-// splitPeers returns up to r nodes for the shares, cheapest first.
-func (e *Executor) splitPeers(r int) []Peer {
-	peers := e.peers()
-	top := e.maxApplied(peers)
+// peers returns up to r nodes for the shares, cheapest first.
+func (sc *splitScan) peers(r int) []Peer {
+	m := sc.members
+	peers := m.peers()
+	top := m.maxApplied(peers)
 	now := time.Now()
 	peers = slices.DeleteFunc(peers, func(p Peer) bool {
-		return p.ID == e.cfg.ID && e.cfg.Router || e.bal.Suspected(p.ID, now) || top-min(top, p.Applied) > e.cfg.MaxStaleness
+		return p.ID == m.id && m.router || m.bal.Suspected(p.ID, now) || top-min(top, p.Applied) > m.maxStaleness
 	})
 	slices.SortFunc(peers, func(a, b Peer) int {
-		return int(e.bal.Cost(a, e.cfg.ID, top) - e.bal.Cost(b, e.cfg.ID, top))
+		return int(m.bal.Cost(a, m.id, top) - m.bal.Cost(b, m.id, top))
 	})
 	return peers[:min(r, len(peers))]
 }
@@ -161,7 +174,7 @@ func (e *Executor) splitPeers(r int) []Peer {
 // shares starts every share at index pin; it returns the merged rows if all
 // started, else each share's error (nil for those that started, which are
 // closed again).
-func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, table string, pin uint64) (node.Rows, []error) {
+func (sc *splitScan) shares(ctx context.Context, st *sessionState, peers []Peer, table string, pin uint64) (node.Rows, []error) {
 	rows := make([]node.Rows, len(peers))
 	errs := make([]error, len(peers))
 	var wg sync.WaitGroup
@@ -169,7 +182,7 @@ func (e *Executor) shares(ctx context.Context, st *sessionState, peers []Peer, t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows[i], errs[i] = e.remoteQuery(ctx, st, p, nodeapi.Read{At: pin}, shareSQL(table, len(peers), i))
+			rows[i], errs[i] = sc.remote.query(ctx, st, p, nodeapi.Read{At: pin}, shareSQL(table, len(peers), i))
 		}()
 	}
 	wg.Wait()
@@ -210,8 +223,8 @@ func sameTypes(a, b []wire.LogicalType) bool {
 // pinnedRead runs a share of a split scan in a read transaction whose
 // snapshot is exactly index pin: DuckDB has no AS OF, so a node that has
 // applied past pin refuses and the router re-pins.
-func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, sql string) (node.Rows, error) {
-	if err := e.waitApplied(ctx, pin); err != nil {
+func (sc *splitScan) pinnedRead(ctx context.Context, s *node.Session, pin uint64, sql string) (node.Rows, error) {
+	if err := sc.local.waitApplied(ctx, pin); err != nil {
 		return nil, err
 	}
 	conn := s.Conn()
@@ -235,11 +248,11 @@ func (e *Executor) pinnedRead(ctx context.Context, s *node.Session, pin uint64, 
 		rollback()
 		return nil, err
 	}
-	e.reads.Add(1)
-	e.active.Add(1)
+	sc.local.reads.Add(1)
+	sc.local.active.Add(1)
 	return newTrackedRows(rows, func() {
 		rollback()
-		e.active.Add(-1)
+		sc.local.active.Add(-1)
 	}), nil
 }
 

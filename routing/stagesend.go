@@ -52,7 +52,7 @@ type runChunk struct {
 
 // txnItem is one write of a pending transaction: an entry, or a run of
 // appends. A statement's entry comes with the statement as the client's
-// text was lexed, for the leader (Executor.write).
+// text was lexed, for the leader (writer.write).
 type txnItem struct {
 	entry wal.Entry
 	lexed sqltext.Statement
@@ -138,11 +138,12 @@ type submitted struct {
 	wait func(context.Context) (*wal.Result, error)
 }
 
-func (e *Executor) startStager(st *sessionState) *stager {
+// startStager starts the stager of st's transaction, which sends through w.
+func startStager(w *writer, st *sessionState) *stager {
 	var b [8]byte
 	rand.Read(b[:])
 	s := &stager{id: binary.LittleEndian.Uint64(b[:]), queue: make(chan wal.Stage, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go s.run(e, st)
+	go s.run(w, st)
 	return s
 }
 
@@ -150,12 +151,12 @@ func (e *Executor) startStager(st *sessionState) *stager {
 // its queue is empty: on the leader up to stagePipeline at once, through
 // another node one at a time, since concurrent requests could reach the
 // leader out of order.
-func (s *stager) run(e *Executor, st *sessionState) {
+func (s *stager) run(w *writer, st *sessionState) {
 	defer close(s.done)
 	var inflight []submitted
 	settleAll := func() {
 		for _, p := range inflight {
-			s.settle(e, st, p)
+			s.settle(w, st, p)
 		}
 		inflight = nil
 	}
@@ -169,22 +170,22 @@ func (s *stager) run(e *Executor, st *sessionState) {
 			continue
 		}
 		cmd := newCommand([]wal.Entry{entry})
-		if sub, ok := e.cfg.Store.(submitter); ok && e.cfg.Store.IsLeader() {
-			cmd.Timestamp = e.cfg.Now().UnixMicro()
+		if sub, ok := w.store.(submitter); ok && w.store.IsLeader() {
+			cmd.Timestamp = w.now().UnixMicro()
 			ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 			wait, err := sub.Submit(ctx, cmd)
 			cancel()
 			if err == nil {
 				inflight = append(inflight, submitted{cmd: cmd, wait: wait})
 				if len(inflight) >= stagePipeline {
-					s.settle(e, st, inflight[0])
+					s.settle(w, st, inflight[0])
 					inflight = inflight[1:]
 				}
 				continue
 			}
 		}
 		settleAll()
-		s.send(e, st, cmd)
+		s.send(w, st, cmd)
 	}
 }
 
@@ -219,7 +220,7 @@ func (s *stager) put(entry wal.Stage) bool {
 // changed), it is sent again with the same key, which applies it once;
 // entries behind it are settled after it, in order, so that every Stage
 // still continues the one before.
-func (s *stager) settle(e *Executor, st *sessionState, p submitted) {
+func (s *stager) settle(w *writer, st *sessionState, p submitted) {
 	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 	defer cancel()
 	res, err := p.wait(ctx)
@@ -227,20 +228,20 @@ func (s *stager) settle(e *Executor, st *sessionState, p submitted) {
 	case err == nil:
 		st.wrote(res.Index)
 	case retryableWrite(err) && s.failed() == nil:
-		s.send(e, st, p.cmd)
+		s.send(w, st, p.cmd)
 	default:
 		s.fail(err)
 	}
 }
 
 // send writes one entry through the leader and waits for it.
-func (s *stager) send(e *Executor, st *sessionState, cmd wal.Command) {
+func (s *stager) send(w *writer, st *sessionState, cmd wal.Command) {
 	if s.failed() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 	defer cancel()
-	if _, err := e.write(ctx, st, cmd, nil); err != nil {
+	if _, err := w.write(ctx, st, cmd, nil); err != nil {
 		s.fail(err)
 	}
 }
@@ -269,14 +270,14 @@ func (s *stager) wait() error {
 
 // stageable reports whether every live data node applies staging entries:
 // a build before them cannot decode them and would skip them.
-func (e *Executor) stageable() bool {
-	if e.cfg.StageBytes < 0 {
+func (ts *txns) stageable() bool {
+	if ts.stageSize < 0 {
 		return false
 	}
-	if e.cfg.Directory == nil {
+	if ts.dir == nil {
 		return true
 	}
-	peers := e.cfg.Directory.Peers()
+	peers := ts.dir.Peers()
 	for _, p := range peers {
 		if !p.Staging {
 			return false
@@ -287,17 +288,17 @@ func (e *Executor) stageable() bool {
 
 // stageBytes is the size past which a transaction stages, and the size of
 // its Stage entries.
-func (e *Executor) stageBytes() int {
-	if e.cfg.StageBytes == 0 {
+func (ts *txns) stageBytes() int {
+	if ts.stageSize == 0 {
 		return DefaultStageBytes
 	}
-	return e.cfg.StageBytes
+	return ts.stageSize
 }
 
 // appendToTxn adds an append to the session's open transaction, staging
 // the transaction's rows once they exceed StageBytes. False if no
 // transaction is open.
-func (e *Executor) appendToTxn(st *sessionState, a wal.Append, rows uint64) (bool, error) {
+func (ts *txns) appendToTxn(st *sessionState, a wal.Append, rows uint64) (bool, error) {
 	st.mu.Lock()
 	t := st.txn
 	if t == nil {
@@ -305,13 +306,13 @@ func (e *Executor) appendToTxn(st *sessionState, a wal.Append, rows uint64) (boo
 		return false, nil
 	}
 	t.addAppend(a, rows)
-	limit := e.stageBytes()
-	if t.buffered < limit || (t.stager == nil && !e.stageable()) {
+	limit := ts.stageBytes()
+	if t.buffered < limit || (t.stager == nil && !ts.stageable()) {
 		st.mu.Unlock()
 		return true, nil
 	}
 	if t.stager == nil {
-		t.stager = e.startStager(st)
+		t.stager = startStager(ts.writes, st)
 	}
 	entries := t.takeStages(limit, false)
 	s := t.stager
@@ -364,10 +365,10 @@ func (t *pendingTxn) takeStages(limit int, final bool) []wal.Stage {
 // commitEntries returns the transaction's entries for its COMMIT: staged
 // runs become Staged entries once their last rows are in the log, others
 // stay appends. lexed holds its statements as they were lexed, in order
-// (Executor.write).
-func (e *Executor) commitEntries(t *pendingTxn) (entries []wal.Entry, lexed []sqltext.Statement, err error) {
+// (writer.write).
+func (ts *txns) commitEntries(t *pendingTxn) (entries []wal.Entry, lexed []sqltext.Statement, err error) {
 	if t.stager != nil {
-		for _, entry := range t.takeStages(e.stageBytes(), true) {
+		for _, entry := range t.takeStages(ts.stageBytes(), true) {
 			if !t.stager.put(entry) {
 				return nil, nil, errStagerStopped
 			}
@@ -400,15 +401,15 @@ func (e *Executor) commitEntries(t *pendingTxn) (entries []wal.Entry, lexed []sq
 // unstage drops what a transaction that will not commit staged: after a
 // ROLLBACK, a failed COMMIT, or the end of its session. A COMMIT that did
 // apply already dropped its stages, so this is safe whatever the outcome.
-func (e *Executor) unstage(st *sessionState, t *pendingTxn) {
+func (ts *txns) unstage(st *sessionState, t *pendingTxn) {
 	if t == nil || t.stager == nil {
 		return
 	}
 	t.stager.wait()
 	ctx, cancel := context.WithTimeout(context.Background(), stageTimeout)
 	defer cancel()
-	if _, err := e.write(ctx, st, newCommand([]wal.Entry{wal.Unstage{ID: t.stager.id, IdleBefore: math.MaxInt64}}), nil); err != nil {
-		e.log.Warn("dropping a transaction's staged rows failed; the leader drops them once they have been idle for the stage timeout",
+	if _, err := ts.writes.write(ctx, st, newCommand([]wal.Entry{wal.Unstage{ID: t.stager.id, IdleBefore: math.MaxInt64}}), nil); err != nil {
+		ts.log.Warn("dropping a transaction's staged rows failed; the leader drops them once they have been idle for the stage timeout",
 			"stage", fmt.Sprintf("%x", t.stager.id), "err", err)
 	}
 }

@@ -64,8 +64,8 @@ func TestTakeStages(t *testing.T) {
 			sent = append(sent, <-st.queue)
 		}
 	}()
-	e := &Executor{cfg: Config{StageBytes: 100}}
-	entries, _, err := e.commitEntries(txn)
+	ts := &txns{stageSize: 100}
+	entries, _, err := ts.commitEntries(txn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,7 @@ func TestCommitEntriesWithoutStaging(t *testing.T) {
 	txn.addAppend(a, 1)
 	txn.addAppend(a, 1)
 	txn.add(wal.Statement{SQL: "DELETE FROM a"})
-	e := &Executor{}
-	entries, _, err := e.commitEntries(txn)
+	entries, _, err := (&txns{}).commitEntries(txn)
 	if err != nil {
 		t.Fatal(err)
 	}

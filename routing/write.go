@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -51,23 +52,70 @@ func splitEntries(e wal.Entry) []wal.Entry {
 	return []wal.Entry{e}
 }
 
+// leaderStore is what writes need of replication: who leads and, on the
+// leader, proving and proposing a command.
+type leaderStore interface {
+	IsLeader() bool
+	LeaderID() string
+	// Prove runs cmd on the leader without keeping its effects, before
+	// it is proposed (Store.Prove).
+	Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error
+	Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error)
+}
+
+// leaderForwarder forwards a command to the leader's write endpoint
+// (Remote.Write).
+type leaderForwarder interface {
+	Write(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error)
+}
+
+// writer sends a client's writes through the leader: on the leader it
+// makes each statement deterministic (routing/analyze), proves and
+// proposes the command; elsewhere it forwards the command to the leader,
+// and retries it under its idempotency key across leader changes.
+type writer struct {
+	log   *slog.Logger
+	store leaderStore
+	// dir finds the leader's address and the engines the nodes embed;
+	// nil in tests with no other node.
+	dir     Directory
+	forward leaderForwarder
+	// db is this node's database: its DuckDB version, and the tables a
+	// materialized INSERT resolves to. The analyzer and the
+	// materializer take their connections from pool.
+	db       *engine.DB
+	pool     *engine.Pool
+	analyzer *analyze.Analyzer
+	volatile sqltext.Volatile
+	now      func() time.Time
+	// leaderWait bounds the retries of a write (Config.LeaderWait).
+	leaderWait time.Duration
+	// voters is Config.Voters, observe Config.ObserveWrite; either may
+	// be nil.
+	voters  func() int
+	observe func(err error)
+	// changed tells the other nodes of a session's changed state
+	// (Executor.sessionChanged, migrate.go).
+	changed func(st *sessionState)
+}
+
 // write applies cmd through the leader, retrying with the same idempotency
 // key across leader changes so that it applies once. lexed holds the
 // command's statements as this node lexed them from the client's text, in
 // the order of its Statement entries (see lexedStatement), or is nil: a
 // leader here reads them as they are, and a leader elsewhere receives the
 // text and lexes it once.
-func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
+func (w *writer) write(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
 	keyed := st.useWriteKey(&cmd)
-	res, err := e.writeRetrying(ctx, st, cmd, lexed)
+	res, err := w.writeRetrying(ctx, st, cmd, lexed)
 	if keyed {
 		// The other nodes learn that the key was used before the
 		// write is answered: a node that adopts the session must not
 		// give it to the session's next write.
-		e.sessionChanged(st)
+		w.changed(st)
 	}
-	if e.cfg.ObserveWrite != nil {
-		e.cfg.ObserveWrite(err)
+	if w.observe != nil {
+		w.observe(err)
 	}
 	return res, err
 }
@@ -76,8 +124,8 @@ func (e *Executor) write(ctx context.Context, st *sessionState, cmd wal.Command,
 // entered the log, the write ends applied or with an UnknownOutcomeError,
 // never with a later attempt's refusal: that would call failed a write
 // that may still apply.
-func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
-	deadline := time.Now().Add(e.cfg.LeaderWait)
+func (w *writer) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
+	deadline := time.Now().Add(w.leaderWait)
 	var logged error
 	fail := func(err error) (*wal.Result, error) {
 		if logged == nil && inLog(err) {
@@ -101,12 +149,12 @@ func (e *Executor) writeRetrying(ctx context.Context, st *sessionState, cmd wal.
 	for {
 		var res *wal.Result
 		var err error
-		if e.cfg.Store.IsLeader() {
-			res, err = e.applyOnLeader(ctx, cmd, lexed)
-		} else if addr, ok := e.leaderQuackAddr(); ok {
-			res, err = e.forwardWrite(ctx, addr, cmd)
+		if w.store.IsLeader() {
+			res, err = w.applyOnLeader(ctx, cmd, lexed)
+		} else if addr, ok := w.leaderAddr(); ok {
+			res, err = w.forwardWrite(ctx, addr, cmd)
 		} else {
-			err = e.noQuorum()
+			err = w.noQuorum()
 		}
 		if err == nil {
 			st.wrote(res.Index)
@@ -148,8 +196,8 @@ func isAny(err error, targets []error) bool {
 // as this node learns of another leader: a frozen or cut-off leader never
 // answers, and the retry is safe because it carries the same idempotency
 // key.
-func (e *Executor) forwardWrite(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
-	leader := e.cfg.Store.LeaderID()
+func (w *writer) forwardWrite(ctx context.Context, addr string, cmd wal.Command) (*wal.Result, error) {
+	leader := w.store.LeaderID()
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -162,14 +210,14 @@ func (e *Executor) forwardWrite(ctx context.Context, addr string, cmd wal.Comman
 			case <-done:
 				return
 			case <-t.C:
-				if id := e.cfg.Store.LeaderID(); id != leader {
+				if id := w.store.LeaderID(); id != leader {
 					cancel()
 					return
 				}
 			}
 		}
 	}()
-	res, err := e.remote.Write(fctx, addr, cmd)
+	res, err := w.forward.Write(fctx, addr, cmd)
 	switch {
 	case err != nil && ctx.Err() == nil && fctx.Err() != nil:
 		return nil, fmt.Errorf("%w (from %s)", errLeaderChanged, leader)
@@ -179,27 +227,28 @@ func (e *Executor) forwardWrite(ctx context.Context, addr string, cmd wal.Comman
 	return res, err
 }
 
-func (e *Executor) leaderQuackAddr() (string, bool) {
-	id := e.cfg.Store.LeaderID()
-	if id == "" || e.cfg.Directory == nil {
+// leaderAddr is the Quack address of the leader, as gossip has it.
+func (w *writer) leaderAddr() (string, bool) {
+	id := w.store.LeaderID()
+	if id == "" || w.dir == nil {
 		return "", false
 	}
-	return e.cfg.Directory.QuackAddr(id)
+	return w.dir.QuackAddr(id)
 }
 
 // WriteHandler serves nodeapi.WritePath: writes other nodes forward to this
 // one while it leads.
 func (e *Executor) WriteHandler() http.Handler {
-	return nodeapi.WriteHandler(e.cfg.NodeCredential, e.applyForwarded)
+	return nodeapi.WriteHandler(e.cfg.NodeCredential, e.writes.applyForwarded)
 }
 
 // applyForwarded applies a forwarded write, answering with the codes the
 // forwarding node retries on.
-func (e *Executor) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
-	if !e.cfg.Store.IsLeader() {
+func (w *writer) applyForwarded(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
+	if !w.store.IsLeader() {
 		return nil, replication.ErrNotLeader
 	}
-	res, err := e.applyOnLeader(ctx, cmd, nil)
+	res, err := w.applyOnLeader(ctx, cmd, nil)
 	return res, APIError(err)
 }
 
@@ -224,10 +273,14 @@ func APIError(err error) error {
 // leader's clock, as the lexer's rules and DuckDB's binder decide
 // (routing/analyze), and proposes the result as one command. Each
 // statement is lexed once: lexed holds those the client's node lexed (see
-// write), the others are lexed here.
-func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
-	now := e.cfg.Now()
+// write), the others are lexed here; the proof reads the statements it
+// proposes as the analysis lexed them.
+func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sqltext.Statement) (*wal.Result, error) {
+	now := w.now()
 	var entries []wal.Entry
+	// texts are the proposed statements as lexed, at their entries'
+	// places (Store.Prove); the zero Statement stands for other entries.
+	var texts []sqltext.Statement
 	statements := 0
 	// The command is proved (Store.Prove) when one of its statements is
 	// heavy and every entry is safe to run twice: a statement the
@@ -238,7 +291,7 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []s
 		case wal.Append:
 			// An append to a nested schema is encoded as older builds
 			// cannot decode.
-			if err := e.mixedEngines(len(entry.Parents) == 0); err != nil {
+			if err := w.mixedEngines(len(entry.Parents) == 0); err != nil {
 				return nil, err
 			}
 			proved++
@@ -249,10 +302,10 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []s
 			}
 			stmt := lexedStatement(lexed, statements, entry.SQL)
 			statements++
-			if err := e.mixedEngines(analyze.LiteralInsert(stmt)); err != nil {
+			if err := w.mixedEngines(analyze.LiteralInsert(stmt)); err != nil {
 				return nil, err
 			}
-			plan, err := e.analyzer.Decide(ctx, stmt, now, e.volatile, e.log)
+			plan, text, err := w.analyzer.Decide(ctx, stmt, now, w.volatile, w.log)
 			if err != nil {
 				return nil, err
 			}
@@ -261,10 +314,12 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []s
 				if plan.Prove || plan.Rerunnable {
 					proved++
 				}
+				texts = append(texts, make([]sqltext.Statement, len(entries)-len(texts))...)
+				texts = append(texts, text)
 				entries = append(entries, wal.Statement{SQL: plan.SQL, Returning: true})
 				continue
 			}
-			mat, err := e.materialize(ctx, plan.Materialize)
+			mat, err := w.materialize(ctx, plan.Materialize)
 			if err != nil {
 				return nil, err
 			}
@@ -279,11 +334,11 @@ func (e *Executor) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []s
 	}
 	out := wal.Command{Timestamp: now.UnixMicro(), Key: cmd.Key, Entry: joinEntries(entries)}
 	if prove && proved == len(entries) {
-		if err := e.cfg.Store.Prove(ctx, out); err != nil {
+		if err := w.store.Prove(ctx, out, texts); err != nil {
 			return nil, err
 		}
 	}
-	return e.cfg.Store.Execute(ctx, out)
+	return w.store.Execute(ctx, out)
 }
 
 // lexedStatement returns the command's statement number i, whose text is
@@ -308,12 +363,12 @@ var ErrMixedEngines = errors.New("duckraft: the nodes run different DuckDB versi
 // error), and every node applies a statement with its own engine, so any
 // other write could leave the versions with different data. Appends carry
 // data, not expressions, and pass.
-func (e *Executor) mixedEngines(computesNothing bool) error {
-	if computesNothing || e.cfg.Directory == nil || e.cfg.DB == nil {
+func (w *writer) mixedEngines(computesNothing bool) error {
+	if computesNothing || w.dir == nil || w.db == nil {
 		return nil
 	}
-	own := e.cfg.DB.Version()
-	for _, p := range e.cfg.Directory.Peers() {
+	own := w.db.Version()
+	for _, p := range w.dir.Peers() {
 		if p.Engine == own {
 			continue
 		}
@@ -331,13 +386,13 @@ func (e *Executor) mixedEngines(computesNothing bool) error {
 // materialize evaluates a volatile query once, here on the leader, and
 // returns its rows as appends that every node applies identically. Appends
 // carry whole rows, so an INSERT column list must name every column.
-func (e *Executor) materialize(ctx context.Context, m *sqltext.Materialize) ([]wal.Entry, error) {
-	conn, err := e.pool.Get()
+func (w *writer) materialize(ctx context.Context, m *sqltext.Materialize) ([]wal.Entry, error) {
+	conn, err := w.pool.Get()
 	if err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
 	}
-	defer e.pool.Put(conn)
-	schema, table, err := e.cfg.DB.ResolveTable(m.Table)
+	defer w.pool.Put(conn)
+	schema, table, err := w.db.ResolveTable(m.Table)
 	if err != nil {
 		return nil, fmt.Errorf("cannot insert into %w", err)
 	}

@@ -151,10 +151,53 @@ func TestTriggers(t *testing.T) {
 	}
 }
 
-// decide is the leader's decision, as routing makes it.
+// decide is the leader's decision, as routing makes it. The lexed text
+// Decide hands on for the proof must be the plan's SQL as the lexer reads
+// it, since the proof runs it in place of lexing the SQL again.
 func decide(t *testing.T, a *Analyzer, sql string) (sqltext.Plan, error) {
 	t.Helper()
-	return a.Decide(context.Background(), sqltext.Parse(sql), leaderTime, volatile, slog.New(slog.DiscardHandler))
+	plan, text, err := a.Decide(context.Background(), sqltext.Parse(sql), leaderTime, volatile, slog.New(slog.DiscardHandler))
+	if err == nil && text.Text != "" && (text.Text != plan.SQL || !slices.Equal(text.Tokens(), sqltext.Parse(plan.SQL).Tokens())) {
+		t.Fatalf("Decide(%q) handed on %q lexed as its plan's text, want %q", sql, text.Text, plan.SQL)
+	}
+	if err == nil && plan.Materialize != nil && text.Text != "" {
+		t.Fatalf("Decide(%q) handed on %q lexed for a materialized plan", sql, text.Text)
+	}
+	return plan, err
+}
+
+// TestDecideHandsOnItsText: the lexed text Decide hands on for the proof
+// is the statement as the client's node lexed it when the plan keeps its
+// text, the rewritten one when the clock's rewrite changed it, and none
+// where the plan's text is not one Decide lexed.
+func TestDecideHandsOnItsText(t *testing.T) {
+	a := newAnalyzer(t)
+	for _, c := range []struct {
+		sql   string
+		same  bool // the plan keeps the client's text
+		lexed bool // Decide hands on a lexed text
+	}{
+		{sql: "UPDATE t SET b = b + 1 WHERE a > 3", same: true, lexed: true},
+		{sql: "INSERT INTO u SELECT a FROM t", same: true, lexed: true},
+		{sql: "UPDATE t SET b = epoch(now())::INT", lexed: true},
+		{sql: "INSERT INTO u SELECT (random() * 10)::INT"},
+		{sql: "CREATE VIEW vv AS SELECT a FROM t"},
+	} {
+		st := sqltext.Parse(c.sql)
+		plan, text, err := a.Decide(context.Background(), st, leaderTime, volatile, slog.New(slog.DiscardHandler))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", c.sql, err)
+		case c.lexed != (text.Text != ""):
+			t.Errorf("%s: handed on %q lexed, want a lexed text: %v", c.sql, text.Text, c.lexed)
+		case c.lexed && text.Text != plan.SQL:
+			t.Errorf("%s: handed on %q lexed for the plan %q", c.sql, text.Text, plan.SQL)
+		case c.same && (plan.SQL != c.sql || !slices.Equal(text.Tokens(), st.Tokens())):
+			t.Errorf("%s: the plan %q does not keep the client's lexed statement", c.sql, plan.SQL)
+		case !c.same && c.lexed && plan.SQL == c.sql:
+			t.Errorf("%s: the clock's rewrite changed nothing", c.sql)
+		}
+	}
 }
 
 // TestDivergenceClasses: each statement, accepted by the lexer's rules

@@ -33,22 +33,27 @@ func reservedTop(name, catalog string) bool {
 // the text's own signs of sampling and rowid and the definitions it names
 // (unboundAnalysis) stand in for the plan. The statement is read as it was
 // lexed; only a text the clock's rewrite changed is lexed again.
-func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Time, volatile sqltext.Volatile, log *slog.Logger) (sqltext.Plan, error) {
+//
+// text is plan.SQL as lexed here, which the leader's proof of the write
+// reads (replication.Store.Prove) rather than lex it again: st itself, or
+// the rewritten statement. It is the zero Statement when plan.SQL is no
+// text Decide lexed (a materialized plan, a CREATE made canonical).
+func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Time, volatile sqltext.Volatile, log *slog.Logger) (plan sqltext.Plan, text sqltext.Statement, err error) {
 	if a.guard != nil {
 		if err := a.guard(st); err != nil {
-			return sqltext.Plan{}, err
+			return sqltext.Plan{}, sqltext.Statement{}, err
 		}
 	}
-	plan, err := sqltext.Deterministic(st, ts, volatile)
+	plan, err = sqltext.Deterministic(st, ts, volatile)
 	if err != nil || plan.Materialize != nil {
-		return plan, err
+		return plan, sqltext.Statement{}, err
 	}
 	rewritten := st
 	if plan.SQL != st.Text {
 		rewritten = sqltext.Parse(plan.SQL)
 	}
 	if LiteralInsert(rewritten) {
-		return plan, nil
+		return plan, rewritten, nil
 	}
 	an, err := a.Analyze(ctx, rewritten)
 	bound := err == nil
@@ -56,24 +61,25 @@ func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Tim
 	case errors.Is(err, ErrUnbound):
 		log.Debug("write not bound on the leader; its text and the definitions it names decide", "err", err)
 		if an, err = a.unboundAnalysis(ctx, rewritten); err != nil {
-			return sqltext.Plan{}, err
+			return sqltext.Plan{}, sqltext.Statement{}, err
 		}
 	case err != nil:
-		return sqltext.Plan{}, err
+		return sqltext.Plan{}, sqltext.Statement{}, err
 	case an.NestedIn != "" && reservedTop(an.NestedIn, a.pool.DB().Catalog()):
-		return sqltext.Plan{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
+		return sqltext.Plan{}, sqltext.Statement{}, fmt.Errorf("%w: a schema nested in %s: DuckDB 2.0 misreads a dotted name that starts with main or with "+
 			"a catalog's name, so a snapshot could not name what it holds; nest it in a schema of another name", ErrUnsupported, an.NestedIn)
 	case an.NestedMacro:
-		return sqltext.Plan{}, fmt.Errorf("%w: a macro in a nested schema (CREATE MACRO parent.child.m): DuckDB's catalog does not "+
+		return sqltext.Plan{}, sqltext.Statement{}, fmt.Errorf("%w: a macro in a nested schema (CREATE MACRO parent.child.m): DuckDB's catalog does not "+
 			"say which of two schemas of one name holds a macro, so a snapshot could not restore it; create it in a top-level schema",
 			ErrUnsupported)
 	}
 	v, err := an.Check(volatile)
 	if err != nil {
-		return sqltext.Plan{}, err
+		return sqltext.Plan{}, sqltext.Statement{}, err
 	}
 	if v.Materialize {
-		return sqltext.Materialized(st, ts, v.Why, v.Sequence)
+		plan, err = sqltext.Materialized(st, ts, v.Why, v.Sequence)
+		return plan, sqltext.Statement{}, err
 	}
 	switch {
 	case an.Operator == "LOGICAL_CREATE_TRIGGER":
@@ -86,13 +92,16 @@ func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Tim
 		plan.SQL, err = a.canonicalCreate(ctx, "TABLE", rewritten)
 	}
 	if err != nil {
-		return sqltext.Plan{}, err
+		return sqltext.Plan{}, sqltext.Statement{}, err
 	}
 	if bound && !an.callsSequence(volatile) {
 		plan.Rerunnable = true
 		plan.Prove = an.heavy()
 	}
-	return plan, nil
+	if plan.SQL != rewritten.Text {
+		return plan, sqltext.Statement{}, nil
+	}
+	return plan, rewritten, nil
 }
 
 // callsSequence reports whether the bound plan draws from or reads a
