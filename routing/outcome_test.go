@@ -20,7 +20,7 @@ func TestRetryIsDecidedBySentinels(t *testing.T) {
 	writes := map[outcome.Code]bool{outcome.NotLeader: true, outcome.UnknownOutcome: true, outcome.ApplyStalled: true}
 	reads := map[outcome.Code]bool{outcome.NotLeader: true, outcome.Behind: true, outcome.Pinned: true,
 		outcome.UnknownSession: true, outcome.SessionExpired: true, outcome.TooManySessions: true,
-		outcome.SessionLost: true, outcome.SessionMoving: true}
+		outcome.SessionLost: true, outcome.SessionMoving: true, outcome.Busy: true}
 	for _, code := range append(outcome.Codes(), "from_a_newer_build") {
 		forms := []struct {
 			name string

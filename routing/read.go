@@ -151,13 +151,14 @@ func (r *reader) observeRead(level Level, node string, err error) {
 }
 
 // readRetries are the errors on which a read that failed on one node runs
-// on another: the node was unreachable, could not serve it in time, or had
+// on another: the node was unreachable, could not serve it in time (behind,
+// or busy: its admission gate refused the statement a turn), or had
 // forgotten or refused the session. Other errors are the statement's own,
 // which any node would answer alike. The sentinels hold for this node's
 // own errors and for another node's answer alike (node/outcome).
 var readRetries = []error{errRemote, outcome.ErrBehind, outcome.ErrNotLeader, outcome.ErrPinned,
 	outcome.ErrUnknownSession, outcome.ErrSessionExpired, outcome.ErrTooManySessions,
-	outcome.ErrSessionLost, outcome.ErrSessionMoving}
+	outcome.ErrSessionLost, outcome.ErrSessionMoving, outcome.ErrBusy}
 
 // retryableRead reports whether a read that failed on one node may run on
 // another (readRetries).
