@@ -48,7 +48,7 @@ wait_ready() {
 		fi
 		sleep 0.25
 	done
-	echo "bench-dqlite: $name not ready after 60 s (log in $dir/$name.log)" >&2
+	echo "bench-dqlite: $name not ready after 60 s: $(tail -5 "$dir/$name.log")" >&2
 	return 1
 }
 
