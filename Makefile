@@ -58,8 +58,9 @@ fuzz:
 
 # bench runs every benchmark of bin/duckraft-bench side by side with its
 # peers (PostgreSQL with a synchronous standby, started by
-# scripts/bench-peers.sh and installed from Debian when missing; in-process
-# DuckDB; duckraft with 1 and 3 nodes) and regenerates docs/benchmarks.md's
+# scripts/bench-peers.sh, and a 3-node dqlite cluster for bench writes,
+# started by scripts/bench-dqlite.sh, both installed from Debian when
+# missing; in-process DuckDB; duckraft with 1 and 3 nodes) and regenerates docs/benchmarks.md's
 # generated section and docs/img/bench-*.png (about 13 minutes). Each
 # benchmark's length is a variable; FAILOVER_VIA (nginx or haproxy) is the
 # balancer of the one-endpoint failover, FAILOVER_LB_KILLS its kills of

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench.sh: make bench. Starts the PostgreSQL peer (bench-peers.sh), runs
-# every benchmark as JSON side by side with it, and regenerates the
-# generated section of docs/benchmarks.md and its plots under docs/img.
+# bench.sh: make bench. Starts the PostgreSQL peer (bench-peers.sh) and
+# the dqlite peer (bench-dqlite.sh), runs every benchmark as JSON side by
+# side with them, and regenerates the generated section of
+# docs/benchmarks.md and its plots under docs/img.
 # Each benchmark's length comes from the environment (Makefile defaults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,9 @@ out=$(mktemp -d /tmp/duckraft-bench.XXXXXX)
 # PostgreSQL runs as another user: its directory must not sit under $out,
 # which only root may enter.
 pgdir=$(mktemp -u -d /tmp/duckraft-bench-pg.XXXXXX)
+dqdir=$(mktemp -u -d /tmp/duckraft-bench-dqlite.XXXXXX)
 cleanup() {
+	scripts/bench-dqlite.sh stop "$dqdir" || true
 	scripts/bench-peers.sh stop "$pgdir" || true
 	rm -rf "$out"
 }
@@ -20,9 +23,14 @@ trap cleanup EXIT
 
 echo "bench: starting PostgreSQL with a synchronous standby" >&2
 dsn=$(scripts/bench-peers.sh start "$pgdir")
+echo "bench: starting a 3-node dqlite cluster" >&2
+dq=$(scripts/bench-dqlite.sh start "$dqdir")
 
-"$bench" writes --duckraftd "$daemon" --pg "$dsn" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
+"$bench" writes --duckraftd "$daemon" --pg "$dsn" --dqlite "$dq" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
 	--clients "${WRITES_CLIENTS:-1,8,64}" --duration "${WRITES_DURATION:-10s}" --json >"$out/writes.json"
+# Only bench writes loads dqlite: its idle nodes would only add noise to
+# the rest.
+scripts/bench-dqlite.sh stop "$dqdir"
 "$bench" bulk --duckraftd "$daemon" --pg "$dsn" --systems duckraft-1,duckraft-3,duckdb \
 	--rows "${BULK_ROWS:-2000000}" --runs "${BULK_RUNS:-3}" --json >"$out/bulk.json"
 "$bench" failover --duckraftd "$daemon" --mode "${FAILOVER_MODE:-kill}" \

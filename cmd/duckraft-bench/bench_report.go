@@ -38,6 +38,7 @@ type machineInfo struct {
 	Go       string    `json:"go"`
 	DuckDB   string    `json:"duckdb"`
 	Postgres string    `json:"postgres,omitempty"`
+	Dqlite   string    `json:"dqlite,omitempty"`
 	Load     string    `json:"load_average"`
 	Date     time.Time `json:"date"`
 }
@@ -92,6 +93,9 @@ func (m machineInfo) String() string {
 	if m.Postgres != "" {
 		s += ", PostgreSQL " + m.Postgres
 	}
+	if m.Dqlite != "" {
+		s += ", dqlite from Debian (" + m.Dqlite + ")"
+	}
 	return s + fmt.Sprintf(", load average %s at the start, %s", m.Load, m.Date.Format("2006-01-02 15:04 UTC"))
 }
 
@@ -145,6 +149,10 @@ func writesTable(b *strings.Builder, ps []writePoint) {
 		if p.LeaderCPUMs > 0 {
 			cpu = fmt.Sprintf("%.2f", p.LeaderCPUMs)
 		}
-		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s |\n", p.System, p.Clients, p.TxPerSec, p.P50Ms, p.P99Ms, p.Errors, perEntry, cpu)
+		errs := strconv.Itoa(p.Errors)
+		if p.Busy > 0 {
+			errs += fmt.Sprintf(" (+%d busy)", p.Busy)
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %s | %s | %s |\n", p.System, p.Clients, p.TxPerSec, p.P50Ms, p.P99Ms, errs, perEntry, cpu)
 	}
 }

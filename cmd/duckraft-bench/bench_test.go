@@ -124,32 +124,85 @@ func samplePoints() []writePoint {
 		ps = append(ps,
 			writePoint{System: "duckraft-3", Clients: c.clients, TxPerSec: c.duckraft, P50Ms: c.p50, P99Ms: c.p50 * 3, Writes: 100, PerEntry: 1.5},
 			writePoint{System: "duckdb", Clients: c.clients, TxPerSec: 700, P50Ms: 1.2, P99Ms: 4, Writes: 100},
-			writePoint{System: "postgres", Clients: c.clients, TxPerSec: c.pgTPS, P50Ms: 0.6, P99Ms: 2, Writes: 100})
+			writePoint{System: "postgres", Clients: c.clients, TxPerSec: c.pgTPS, P50Ms: 0.6, P99Ms: 2, Writes: 100},
+			writePoint{System: "dqlite", Clients: c.clients, TxPerSec: 250 / float64(c.clients), P50Ms: 3, P99Ms: 9, Writes: 100, Busy: 10000 * (c.clients - 1)})
 	}
 	return ps
 }
 
-func TestWriteGoals(t *testing.T) {
-	sys, goals := writeGoals(samplePoints())
-	if sys != "duckraft-3" {
-		t.Fatalf("goals measured on %q, want duckraft-3", sys)
-	}
+// sampleIngest is a bench ingest run: one node near issue 33's goal,
+// three nodes past theirs.
+func sampleIngest() *ingestResult {
+	return &ingestResult{Rows: 1000, Bytes: 150000, Runs: 1, Points: []ingestPoint{
+		{System: "duckdb", Mode: modeCTAS, Client: "in-process appender", Seconds: 1, RowsPerSec: 1000, MBPerSec: 0.15},
+		{System: "duckraft-1", Mode: modeCTAS, Client: "Go client, Q1 APPEND", Seconds: 2, RowsPerSec: 500, MBPerSec: 0.08, VsLocal: 0.5, ApplyLagSec: 0.01},
+		{System: "duckraft-1", Mode: modeCTAS, Client: "Go client, Q3 SEND_DATA", Seconds: 1.7, RowsPerSec: 590, MBPerSec: 0.09, VsLocal: 0.59, ApplyLagSec: 0.02},
+		{System: "duckraft-3", Mode: modeCTAS, Client: "Go client, Q3 SEND_DATA", Seconds: 2.2, RowsPerSec: 450, MBPerSec: 0.07, VsLocal: 0.45, ApplyLagSec: 0.3},
+	}}
+}
+
+// TestSummaryGoals marks issue 33's goals from a run's reports, and marks
+// them not measured where the run lacks a peer or a benchmark.
+func TestSummaryGoals(t *testing.T) {
 	want := []struct {
 		measured string
 		met      bool
-	}{{"2500 against 5000: 0.50×", false}, {"900 against 2000: 0.45×", true}, {"2.50 ms", true}}
+	}{
+		{"2.50 ms", false},
+		{"300 against 250: 1.20×", true},
+		{"900 against 2000: 0.45×", false},
+		{"2500 against 5000: 0.50×", false},
+		{"0.59× (CREATE TABLE AS, Go client, Q3 SEND_DATA)", false},
+		{"0.45× (CREATE TABLE AS, Go client, Q3 SEND_DATA)", true},
+		{"0.300 s at most", true},
+	}
+	goals := summaryGoals(sampleReports())
 	if len(goals) != len(want) {
-		t.Fatalf("%d goals, want %d", len(goals), len(want))
+		t.Fatalf("%d goals, want %d: %+v", len(goals), len(want), goals)
 	}
 	for i, g := range goals {
 		if g.measured != want[i].measured || g.met != want[i].met {
 			t.Errorf("goal %q: %q met %v, want %q met %v", g.text, g.measured, g.met, want[i].measured, want[i].met)
 		}
 	}
-	_, goals = writeGoals(samplePoints()[:2])
-	for _, g := range goals[:2] {
-		if g.measured != "not measured in this run" || g.met {
-			t.Errorf("without PostgreSQL, goal %q: %q met %v", g.text, g.measured, g.met)
+	// Only duckraft-3 and DuckDB wrote, and nothing was ingested: the
+	// goals against peers are not measured, and none is met.
+	var ps []writePoint
+	for _, p := range samplePoints() {
+		if p.System == "duckraft-3" || p.System == "duckdb" {
+			ps = append(ps, p)
+		}
+	}
+	goals = summaryGoals([]*benchReport{{Bench: "writes", Writes: ps}})
+	for i, g := range goals {
+		if i == 0 {
+			if g.measured != "2.50 ms" {
+				t.Errorf("goal %q: %q", g.text, g.measured)
+			}
+			continue
+		}
+		if g.measured != notMeasured || g.met {
+			t.Errorf("without peers, goal %q: %q met %v", g.text, g.measured, g.met)
+		}
+	}
+}
+
+// TestSummaryTable puts each system of the run in a column, duckraft
+// first, with a dash where a benchmark does not run a system.
+func TestSummaryTable(t *testing.T) {
+	var b strings.Builder
+	summaryTable(&b, sampleReports())
+	got := b.String()
+	for _, want := range []string{
+		"| | duckraft, 3 nodes | duckraft, 1 node | DuckDB file, in-process | PostgreSQL, synchronous standby | dqlite, 3 voters |\n|---|---|---|---|---|---|\n",
+		"| single-row write transactions, 1 client: tx/s, p50 | 300, 2.5 ms | – | 700, 1.2 ms | 1000, 0.6 ms | 250, 3.0 ms |\n",
+		"| single-row write transactions, 64 clients: tx/s, p50 | 2500, 25.0 ms | – | 700, 1.2 ms | 5000, 0.6 ms | 4, 3.0 ms (+126000 busy/s) |\n",
+		"| bulk read, `SELECT *` of 1000 lineitem rows: M rows/s | – | 2.00 | – | 1.00 | – |\n",
+		"| ingest, 1000 lineitem rows in one transaction: M rows/s (× the DuckDB file) | 0.00 (0.45×) | 0.00 (0.59×) | 0.00 | – | – |\n",
+		"| failover, leader killed under 8 writing clients: ms without an acknowledged write | 1250 | – | – | – | – |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
 		}
 	}
 }
@@ -232,6 +285,7 @@ func sampleReports() []*benchReport {
 		{Bench: "failover", Machine: m, Failover: fo},
 		{Bench: "lag", Machine: m, Lag: lag},
 		{Bench: "failover-lb", Machine: m, FailoverLB: sampleLB()},
+		{Bench: "ingest", Machine: m, Ingest: sampleIngest()},
 	}
 }
 
@@ -307,9 +361,13 @@ func TestReportJSONAndDoc(t *testing.T) {
 	if strings.Count(got, genBegin) != 1 || !strings.HasSuffix(got, "## Hand-written, older\n\nkept\n") || !strings.HasPrefix(got, "# Benchmarks\n\nIntro.\n\n"+genBegin) {
 		t.Fatalf("document after two reports:\n%s", got)
 	}
-	for _, want := range []string{"| tx/s at 8 clients ≥ 0.4× PostgreSQL's | 900 against 2000: 0.45× | **yes** |",
-		"| tx/s at 64 clients ≥ 1.0× PostgreSQL's | 2500 against 5000: 0.50× | **no** |",
-		"| 64 | 2500 | 700 | 5000 | 0.50 |", "**1250**", "### bench reads: a table", "shared with other engineers",
+	if !strings.Contains(got, genBegin+"\n## Summary: duckraft beside its peers") || strings.Index(got, "## Summary") > strings.Index(got, "## The same run in detail") {
+		t.Errorf("the section does not open with the summary:\n%s", got)
+	}
+	for _, want := range []string{"| 8 clients: tx/s ≥ 0.5× PostgreSQL's | 900 against 2000: 0.45× | **no** |",
+		"| 1 client: tx/s ≥ dqlite's | 300 against 250: 1.20× | **yes** |",
+		"| 64 | 2500 | 700 | 5000 | 4 | 0.50 |", "kvwrite", "| dqlite | 64 | 4 | 3.00 | 9.00 | 0 (+630000 busy) |",
+		"Plots: [writes: tx/s](img/bench-writes-tps.png)", "**1250**", "### bench reads: a table", "shared with other engineers",
 		"| leader | Q1 | 1 | 2 | 2500 | **2500** | 2500 | 1 (0) | 3 × request_lost, 1 × session_lost |",
 		"no open result, temporary object or transaction: **not met**", "| 1 | holder | n2 | 2 | 3.0 | 100 300 | 50 200 | 2 | 150, 2, 0 | 0 |"} {
 		if !strings.Contains(got, want) {

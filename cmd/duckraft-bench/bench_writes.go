@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -149,6 +151,11 @@ type writePoint struct {
 	P50Ms    float64 `json:"p50_ms"`
 	P99Ms    float64 `json:"p99_ms"`
 	Errors   int     `json:"errors"`
+	// Busy counts the transactions dqlite refused at once with "database
+	// is locked" because another one was writing: apart from Errors, as
+	// they are neither writes nor failures of the cluster. Only dqlite
+	// has them.
+	Busy int `json:"busy_errors,omitempty"`
 	// PerEntry is the writes per Raft log entry: how well the leader
 	// batches. Only duckraft has it.
 	PerEntry float64 `json:"writes_per_raft_entry,omitempty"`
@@ -166,6 +173,9 @@ type writePoint struct {
 type writeSystem struct {
 	name     string
 	sessions func(ctx context.Context, n int) ([]func(sql string) error, func(), error)
+	// point, when set, measures a client count in place of sessions: for
+	// a peer whose own tool runs the load (dqlite).
+	point func(ctx context.Context, n int, d time.Duration) (writePoint, error)
 	// commit, when set, is the Raft commit index, to count writes per entry.
 	commit func() (uint64, error)
 	// leaderCPU, when set, is the ID of the leader and the CPU time its
@@ -243,6 +253,7 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 	clients := fs.String("clients", "1,8,64", "client counts")
 	fs.StringVar(clients, "threads", "1,8,64", "the same as --clients")
 	via := fs.String("via", "leader", "local clusters: send every client to the leader, or spread them over all nodes (followers forward writes)")
+	dqlite := fs.String("dqlite", os.Getenv("DUCKRAFT_BENCH_DQLITE"), "directory of a dqlite cluster to run side by side, as scripts/bench-dqlite.sh start DIR made it (env DUCKRAFT_BENCH_DQLITE); adds dqlite to --systems")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -257,7 +268,34 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--via %q: leader or spread", *via)
 	}
 	ctx := context.Background()
-	systems, err := openWriteSystems(ctx, &bf, *via == "spread", stderr)
+	// dqlite is a system of bench writes only: the other benchmarks'
+	// --systems do not know it.
+	withDqlite := *dqlite != ""
+	var rest []string
+	for _, s := range strings.Split(bf.systems, ",") {
+		if strings.TrimSpace(s) == "dqlite" {
+			withDqlite = true
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	if withDqlite && *dqlite == "" {
+		return errors.New("--systems dqlite needs --dqlite (scripts/bench-dqlite.sh starts one)")
+	}
+	if withDqlite && len(bf.servers.List()) > 0 {
+		return errors.New("--dqlite runs beside local systems, not with --server")
+	}
+	bf.systems = strings.Join(rest, ",")
+	var systems []*writeSystem
+	if !withDqlite || strings.Trim(bf.systems, ", ") != "" || bf.pg != "" {
+		systems, err = openWriteSystems(ctx, &bf, *via == "spread", stderr)
+	}
+	if err == nil && withDqlite {
+		var s *writeSystem
+		if s, err = openDqliteWrites(*dqlite); err == nil {
+			systems = append(systems, s)
+		}
+	}
 	defer func() {
 		for _, s := range systems {
 			s.close()
@@ -267,6 +305,9 @@ func benchWrites(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := &benchReport{Bench: "writes", Machine: describeMachine(ctx, bf.pg), DurationSec: dur.Seconds()}
+	if withDqlite {
+		rep.Machine.Dqlite = dqliteVersion(ctx)
+	}
 	prog := newBenchProgress(stderr, time.Duration(len(counts)*len(systems))**dur)
 	defer prog.finish()
 	for _, n := range counts {
@@ -366,6 +407,9 @@ func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr i
 
 // writePointOf runs n sessions of s for d.
 func writePointOf(ctx context.Context, s *writeSystem, n int, d time.Duration) (writePoint, error) {
+	if s.point != nil {
+		return s.point(ctx, n, d)
+	}
 	sessions, closeAll, err := s.sessions(ctx, n)
 	if err != nil {
 		return writePoint{}, err
