@@ -428,6 +428,13 @@ func (m *migrator) local(id string) (nodeapi.SessionState, bool) {
 	return nodeapi.SessionState{}, false
 }
 
+// holds reports whether this node holds session id.
+func (m *migrator) holds(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[id] != nil
+}
+
 // copyOf is the copy of session id kept here.
 func (m *migrator) copyOf(id string) (nodeapi.SessionState, bool) {
 	m.mu.Lock()
@@ -554,6 +561,13 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 		}
 		switch {
 		case holder == self && boot == m.ids.Boot():
+			if m.holds(c.ID) {
+				// A concurrent request of the session (a parallel
+				// FETCH) adopted it here since the server looked:
+				// the other nodes' copies name this node, which
+				// keeps none.
+				return node.Locus{Here: true}, nil
+			}
 			// Held here in this run, and no more: it ended, unless
 			// another node took it over since.
 			if !looked {
