@@ -204,6 +204,37 @@ func TestWriteFollowsNewLeader(t *testing.T) {
 	}
 }
 
+// TestWriteGoesOutWhenTheLeaderChanges: a write that failed at a dead
+// leader pauses before its next attempt, but goes out as soon as this node
+// learns of a new leader, not when the pause ends: after a leader's death
+// every client's write waited for it on top of the election.
+func TestWriteGoesOutWhenTheLeaderChanges(t *testing.T) {
+	pause := retryPause
+	retryPause = time.Hour
+	t.Cleanup(func() { retryPause = pause })
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n1, n2, n3 := net.node("n1"), net.node("n2"), net.node("n3")
+	n1.down.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, n2, n2.session(t), "INSERT INTO t VALUES (1)")
+		done <- err
+	}()
+	waitFor(t, func() bool { return n1.unreachable.Load() > 0 }, "the write to try n1")
+	net.setLeader("n3")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write after the leader change: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the write still waits a minute after n3 became leader")
+	}
+	if n3.count() != 1 {
+		t.Fatalf("n3 has %d rows, want 1", n3.count())
+	}
+}
+
 // A statement's own error comes back at once, without a retry.
 func TestWriteErrorIsNotRetried(t *testing.T) {
 	net := newInmemNet(t, "n1", "n2")

@@ -711,6 +711,7 @@ func (e *Executor) leaderReadIndex(ctx context.Context) (uint64, error) {
 	for {
 		var idx uint64
 		var err error
+		leader := e.cfg.Store.LeaderID()
 		if e.cfg.Store.IsLeader() {
 			idx, err = e.cfg.Store.ReadIndex(ctx)
 		} else if addr, ok := e.writes.leaderAddr(); ok && e.mig != nil {
@@ -724,10 +725,8 @@ func (e *Executor) leaderReadIndex(ctx context.Context) (uint64, error) {
 		if time.Now().After(deadline) {
 			return 0, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := awaitLeaderChange(ctx, e.cfg.Store, leader); err != nil {
+			return 0, err
 		}
 	}
 }
