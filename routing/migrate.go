@@ -559,15 +559,17 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 			// It restarted since, and lost the session with its run.
 			live = false
 		}
+		if m.holds(c.ID) {
+			// A concurrent request of the session (a parallel FETCH)
+			// adopted it here since the server looked. This node
+			// keeps no copy of a session it holds, and the other
+			// nodes' copies name this node or have not heard of the
+			// adoption: read as below, that would be a session that
+			// ended here, or one lost or moving.
+			return node.Locus{Here: true}, nil
+		}
 		switch {
 		case holder == self && boot == m.ids.Boot():
-			if m.holds(c.ID) {
-				// A concurrent request of the session (a parallel
-				// FETCH) adopted it here since the server looked:
-				// the other nodes' copies name this node, which
-				// keeps none.
-				return node.Locus{Here: true}, nil
-			}
 			// Held here in this run, and no more: it ended, unless
 			// another node took it over since.
 			if !looked {

@@ -132,13 +132,27 @@ func TestConcurrentRequestFindsTheSessionAdoptedHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, unreachable := range []string{"", "n1"} {
-		l, err := adopter.exec.Locate(ctx, c, 1, unreachable)
-		if err != nil {
-			t.Fatalf("a concurrent request at %s, which adopted the session: %v", adopter.id, err)
-		}
-		if !l.Here {
-			t.Fatalf("a concurrent request at %s, which adopted the session, goes to %+v, not to the session held there", adopter.id, l)
+	here := func(what string) {
+		t.Helper()
+		for _, unreachable := range []string{"", "n1"} {
+			l, err := adopter.exec.Locate(ctx, c, 1, unreachable)
+			if err != nil {
+				t.Fatalf("a concurrent request at %s, which adopted the session, %s: %v", adopter.id, what, err)
+			}
+			if !l.Here {
+				t.Fatalf("a concurrent request at %s, which adopted the session, %s, goes to %+v, not to the session held there",
+					adopter.id, what, l)
+			}
 		}
 	}
+	here("while the other node's copy names it")
+	// The other living node has not heard of the adoption (it restarted
+	// and keeps no copy, or does not answer): the request still finds the
+	// session here, not lost or moving.
+	for _, nd := range n.nodes {
+		if nd != n1 && nd != adopter {
+			nd.down.Store(true)
+		}
+	}
+	here("while the other node does not answer")
 }
