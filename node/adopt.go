@@ -19,7 +19,8 @@ type Migrator interface {
 	// the client learns its id.
 	SessionOpened(s *Session)
 	// Locate says where a request for session c goes when this server
-	// does not hold it: to the node at Locus.Addr, or here (Locus.Adopt).
+	// did not hold it: to the node at Locus.Addr, or here (Locus.Adopt,
+	// or Locus.Here when a concurrent request adopted it meanwhile).
 	// hops counts the members that forwarded the request already (0 from
 	// a client); unreachable names a node a forward just failed to
 	// reach. An error is the request's answer.
@@ -48,9 +49,12 @@ type Locus struct {
 	// State what Migrator.Adopt installs.
 	Adopt      bool
 	Credential string
-	Lease      time.Duration
-	From       string
-	State      any
+	// Here says the session is held here after all: a concurrent request
+	// of it (a parallel FETCH) adopted it since the server looked.
+	Here  bool
+	Lease time.Duration
+	From  string
+	State any
 }
 
 // Codes of what a session loses when the node that held it fails

@@ -173,6 +173,13 @@ func (s *Server) elsewhere(ctx context.Context, h wire.Header) (*Session, *respo
 		resp := failureIn(c.Gen, err)
 		return nil, &resp
 	}
+	if loc.Here {
+		if sess := s.session(c.ID); sess != nil {
+			return sess, nil
+		}
+		resp := unknownSession()
+		return nil, &resp
+	}
 	if loc.Adopt {
 		client, _ := ctx.Value(clientKey{}).(string)
 		if err := s.adopt(mctx, mig, c, loc, client); err != nil {
@@ -221,6 +228,14 @@ func (s *Server) serveElsewhere(ctx context.Context, w http.ResponseWriter, in *
 	loc := a.loc
 	unreachable := ""
 	for range MaxHops + 1 {
+		if loc.Here {
+			if s.session(a.claims.ID) == nil {
+				resp = unknownSession()
+				resp.gen = a.claims.Gen
+				return resp, false
+			}
+			return s.serveAdopted(ctx, in, h), false
+		}
 		if loc.Adopt {
 			client, _ := ctx.Value(clientKey{}).(string)
 			mctx, cancel := moveContext(ctx)

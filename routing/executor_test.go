@@ -204,6 +204,37 @@ func TestWriteFollowsNewLeader(t *testing.T) {
 	}
 }
 
+// TestWriteGoesOutWhenTheLeaderChanges: a write that failed at a dead
+// leader pauses before its next attempt, but goes out as soon as this node
+// learns of a new leader, not when the pause ends: after a leader's death
+// every client's write waited for it on top of the election.
+func TestWriteGoesOutWhenTheLeaderChanges(t *testing.T) {
+	pause := retryPause
+	retryPause = time.Hour
+	t.Cleanup(func() { retryPause = pause })
+	net := newInmemNet(t, "n1", "n2", "n3")
+	n1, n2, n3 := net.node("n1"), net.node("n2"), net.node("n3")
+	n1.down.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, n2, n2.session(t), "INSERT INTO t VALUES (1)")
+		done <- err
+	}()
+	waitFor(t, func() bool { return n1.unreachable.Load() > 0 }, "the write to try n1")
+	net.setLeader("n3")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write after the leader change: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the write still waits a minute after n3 became leader")
+	}
+	if n3.count() != 1 {
+		t.Fatalf("n3 has %d rows, want 1", n3.count())
+	}
+}
+
 // A statement's own error comes back at once, without a retry.
 func TestWriteErrorIsNotRetried(t *testing.T) {
 	net := newInmemNet(t, "n1", "n2")
@@ -237,6 +268,48 @@ func TestSessionReadMovesOffALaggingReplica(t *testing.T) {
 	r1.release()
 	if n := countOf(t, mustRun(t, n1, s, "SELECT count(*) FROM t")); n != 1 || r1.reads.Load() != 1 {
 		t.Fatalf("after catching up r1 served %d reads (read %d rows), want 1", r1.reads.Load(), n)
+	}
+}
+
+// TestSessionReadSkipsACatchingUpNode: a node far behind a session's
+// index (it restarted and replays the log) refuses the session's read at
+// once, and another node serves it; it used to hold the read for
+// SessionWait first, which after a leader's death added those 2 s to the
+// reads of every session whose read went to a node that had restarted
+// shortly before.
+func TestSessionReadSkipsACatchingUpNode(t *testing.T) {
+	net := newInmemNet(t, "n1", "n2", "r1")
+	n1, r1 := net.node("n1"), net.node("r1")
+	r1.exec.local.wait = time.Hour
+	s := n1.session(t)
+	r1.held.Store(true)
+	for i := range farBehind + 1 {
+		mustRun(t, n1, s, fmt.Sprintf("INSERT INTO t VALUES (%d)", i))
+	}
+	// r1 is within the staleness bound and the cheapest node: the read
+	// goes there first.
+	type answer struct {
+		rows [][]any
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rows, err := run(t, n1, s, "SELECT count(*) FROM t")
+		done <- answer{rows, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			t.Fatalf("session read: %v", a.err)
+		}
+		if n := countOf(t, a.rows); n != farBehind+1 {
+			t.Fatalf("session read %d rows after its writes, want %d", n, farBehind+1)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the read still waits a minute on r1, which is far behind")
+	}
+	if r1.refused.Load() != 1 || r1.reads.Load() != 0 {
+		t.Fatalf("r1 refused %d and served %d reads, want 1 and 0", r1.refused.Load(), r1.reads.Load())
 	}
 }
 

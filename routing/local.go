@@ -46,11 +46,28 @@ func (l *localReads) run(ctx context.Context, s *node.Session, sql string) (node
 	return newTrackedRows(rows, func() { l.active.Add(-1) }), nil
 }
 
+// farBehind is how many entries short of a read's index a node refuses it
+// at once instead of waiting: that far behind, it is catching up (it
+// restarted and replays the log, or restores a snapshot) and would hold
+// the read for the session wait before refusing it, while the router has
+// nodes that caught up. A follower in step with the leader is a few
+// entries behind at most (an entry is a group commit); one replaying the
+// log after a restart on a loaded machine was seen to apply about 45 a
+// second.
+const farBehind = 32
+
 // waitApplied waits at most the session wait for index idx to be applied
-// here, and otherwise refuses with CodeBehind.
+// here, and otherwise refuses with CodeBehind; a node farBehind refuses at
+// once.
 func (l *localReads) waitApplied(ctx context.Context, idx uint64) error {
-	if l.store.AppliedIndex() >= idx {
+	applied := l.store.AppliedIndex()
+	if applied >= idx {
 		return nil
+	}
+	if idx-applied > farBehind {
+		return &nodeapi.Error{Code: nodeapi.CodeBehind, Index: applied,
+			Message: fmt.Sprintf("duckraft: node is catching up, %d entries behind the index the read needs (%d, applied %d)",
+				idx-applied, idx, applied)}
 	}
 	wctx, cancel := context.WithTimeout(ctx, l.wait)
 	err := l.store.WaitForApplied(wctx, idx)

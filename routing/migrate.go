@@ -428,6 +428,13 @@ func (m *migrator) local(id string) (nodeapi.SessionState, bool) {
 	return nodeapi.SessionState{}, false
 }
 
+// holds reports whether this node holds session id.
+func (m *migrator) holds(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[id] != nil
+}
+
 // copyOf is the copy of session id kept here.
 func (m *migrator) copyOf(id string) (nodeapi.SessionState, bool) {
 	m.mu.Lock()
@@ -551,6 +558,15 @@ func (m *migrator) Locate(ctx context.Context, c node.SessionClaims, hops int, u
 		if live && m.runsAnew(holder, boot) {
 			// It restarted since, and lost the session with its run.
 			live = false
+		}
+		if m.holds(c.ID) {
+			// A concurrent request of the session (a parallel FETCH)
+			// adopted it here since the server looked. This node
+			// keeps no copy of a session it holds, and the other
+			// nodes' copies name this node or have not heard of the
+			// adoption: read as below, that would be a session that
+			// ended here, or one lost or moving.
+			return node.Locus{Here: true}, nil
 		}
 		switch {
 		case holder == self && boot == m.ids.Boot():
@@ -697,6 +713,7 @@ func (e *Executor) leaderReadIndex(ctx context.Context) (uint64, error) {
 	for {
 		var idx uint64
 		var err error
+		leader := e.cfg.Store.LeaderID()
 		if e.cfg.Store.IsLeader() {
 			idx, err = e.cfg.Store.ReadIndex(ctx)
 		} else if addr, ok := e.writes.leaderAddr(); ok && e.mig != nil {
@@ -710,10 +727,8 @@ func (e *Executor) leaderReadIndex(ctx context.Context) (uint64, error) {
 		if time.Now().After(deadline) {
 			return 0, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := awaitLeaderChange(ctx, e.cfg.Store, leader); err != nil {
+			return 0, err
 		}
 	}
 }

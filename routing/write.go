@@ -149,6 +149,7 @@ func (w *writer) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Co
 	for {
 		var res *wal.Result
 		var err error
+		leader := w.store.LeaderID()
 		if w.store.IsLeader() {
 			res, err = w.applyOnLeader(ctx, cmd, lexed)
 		} else if addr, ok := w.leaderAddr(); ok {
@@ -166,10 +167,43 @@ func (w *writer) writeRetrying(ctx context.Context, st *sessionState, cmd wal.Co
 		if !retryableWrite(err) || time.Now().After(deadline) {
 			return fail(err)
 		}
+		if err := awaitLeaderChange(ctx, w.store, leader); err != nil {
+			return fail(err)
+		}
+	}
+}
+
+// retryPause is the longest pause between the attempts of a write (or of
+// asking for the leader's read index) that found no leader, or one that
+// could not take it: a leader that answered not_leader or apply_stalled
+// may take the next attempt without a change this node sees. A variable
+// for the tests.
+var retryPause = 100 * time.Millisecond
+
+// leaderPoll is how often such a pause checks whether Raft named another
+// leader (an atomic read), so that the attempt after an election goes out
+// as soon as this node knows the winner.
+const leaderPoll = 5 * time.Millisecond
+
+// awaitLeaderChange pauses before the next attempt: until the leader this
+// node knows is another than seen (a new one elected, or the old one
+// given up, after which the pause starts again), at most retryPause, or
+// until ctx ends.
+func awaitLeaderChange(ctx context.Context, store interface{ LeaderID() string }, seen string) error {
+	pause := time.NewTimer(retryPause)
+	defer pause.Stop()
+	poll := time.NewTicker(leaderPoll)
+	defer poll.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			return ctx.Err()
+		case <-pause.C:
+			return nil
+		case <-poll.C:
+			if store.LeaderID() != seen {
+				return nil
+			}
 		}
 	}
 }

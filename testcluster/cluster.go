@@ -538,9 +538,28 @@ func (c *Cluster) killAll() {
 	}
 	if c.t.Failed() {
 		for _, n := range c.Nodes {
-			c.t.Logf("--- log of %s ---\n%s", n.ID, tail(n.Log(), 60))
+			showLog(c.t, n.ID, n.Log())
 		}
 	}
+}
+
+// showLog prints the end of the log of a failed test's node, and with
+// DUCKRAFT_TEST_LOGS=dir keeps the whole log in that directory: a failure
+// seen once in many runs is explained by what happened long before the
+// last lines.
+func showLog(t testing.TB, id, log string) {
+	t.Logf("--- log of %s ---\n%s", id, tail(log, 60))
+	dir := os.Getenv("DUCKRAFT_TEST_LOGS")
+	if dir == "" {
+		return
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "." + id + "." + strconv.Itoa(os.Getpid()) + ".log"
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Logf("log of %s not kept: %v", id, err)
+		return
+	}
+	t.Logf("whole log of %s: %s", id, path)
 }
 
 func tail(s string, lines int) string {

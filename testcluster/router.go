@@ -56,7 +56,7 @@ func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 	t.Cleanup(func() {
 		r.run.kill()
 		if t.Failed() {
-			t.Logf("--- log of %s ---\n%s", r.ID, tail(r.log.String(), 60))
+			showLog(t, r.ID, r.log.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
