@@ -167,8 +167,15 @@ func classifyStatement(p *engine.Parser, st sqltext.Statement, parseText string,
 	}
 	if err != nil {
 		// DuckDB's parser rejects the statement. Every node runs the
-		// same parser, so it fails wherever it is sent: keep the lexer's
-		// class (a parse error is not worth a Raft entry).
+		// same parser, so it fails wherever it is sent. A write is
+		// answered DuckDB's own error here: sent on, the leader's rules
+		// would refuse a verb they do not know ("SELEC") as
+		// nondeterministic, which says nothing of the typo. A read keeps
+		// the lexer's class and meets the same error where it runs.
+		var perr *engine.Error
+		if lexed == Write && errors.As(err, &perr) && perr.Type == "Parser" {
+			return 0, 0, perr
+		}
 		return lexed, -1, nil
 	}
 	n := parsed.Statements
