@@ -966,17 +966,6 @@ func (s *Store) AppliedThrough() uint64 {
 	return applied
 }
 
-// ApplyLag is how many committed log entries this node has not applied
-// yet: the commit index less AppliedThrough, so an idle node's lag is 0
-// and a stalled applier's grows with every commit.
-func (s *Store) ApplyLag() uint64 {
-	commit, applied := s.raft.CommitIndex(), s.AppliedThrough()
-	if commit <= applied {
-		return 0
-	}
-	return commit - applied
-}
-
 // WaitForApplied waits until this node has applied index idx: a read after
 // it sees every write up to idx. Entries raft never passes to the FSM (the
 // no-op a new leader commits) count as applied, so a commit index that

@@ -78,19 +78,20 @@ func (d *Daemon) observeLeader(leader string) {
 
 // lag is how many log entries this node is behind, in the one meaning
 // status gives a member's lag: the leader's commit index, as this node
-// knows it (Store.ApplyLag: a stalled applier lags even when every member
-// is stuck with it), or the furthest index a live data member reports
-// applied through gossip when that is higher (a follower cut off from the
-// leader learns no new commit index, but gossip still tells it how far the
+// knows it (so a stalled applier lags even when every member is stuck
+// with it), or the furthest index a live data member reports applied
+// through gossip when that is higher (a follower cut off from the leader
+// learns no new commit index, but gossip still tells it how far the
 // others got; gossip pushes indexes every half second or so, which bounds
-// how fresh that part is), less this node's applied index.
+// how fresh that part is), less this node's applied index
+// (Store.AppliedThrough).
 func (d *Daemon) lag() uint64 {
 	applied := d.store.AppliedThrough()
-	top := applied
+	top := max(applied, d.store.CommitIndex())
 	for _, p := range d.members.Peers() {
 		top = max(top, p.Applied)
 	}
-	return max(top-applied, d.store.ApplyLag())
+	return top - applied
 }
 
 // readiness reports whether this node can serve reads at its default
