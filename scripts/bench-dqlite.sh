@@ -20,19 +20,8 @@ if [ -z "$cmd" ] || [ -z "$dir" ]; then
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 
-# free_port picks a loopback port nothing listens on.
-free_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	echo "bench-dqlite: no free port found" >&2
-	return 1
-}
+# shellcheck source=free-port.sh
+. "$here/free-port.sh"
 
 # wait_ready waits for a node to say it has joined (dqlite-benchmark
 # prints this once its app is ready) or to die.

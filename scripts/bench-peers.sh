@@ -34,19 +34,8 @@ as_pg() {
 	fi
 }
 
-# free_port picks a loopback port nothing listens on.
-free_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	echo "bench-peers: no free port found" >&2
-	return 1
-}
+# shellcheck source=free-port.sh
+. "$here/free-port.sh"
 
 case "$cmd" in
 start)
