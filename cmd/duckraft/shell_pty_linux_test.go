@@ -221,3 +221,38 @@ func TestShellCtrlC(t *testing.T) {
 		}
 	})
 }
+
+// TestShellAtAKeyboard types what a user types into the interactive
+// shell: a statement over several lines (the continuation prompt until
+// DuckDB's parser sees it end, with a comment and a string literal whose
+// line ends in ';' in between), DDL that prints nothing, and the .tables
+// and .schema commands.
+func TestShellAtAKeyboard(t *testing.T) {
+	addr := startServer(t)
+	term := startTerminal(t, "--server", addr, "--token", token)
+	term.waitFor(0, "D ", shellBound)
+
+	steps := []struct {
+		typed string
+		shows string // after what was typed: the next prompt, or a result
+	}{
+		{"CREATE TABLE birds(\r", "· "},
+		{"  name VARCHAR, -- a comment that ends in ;\r", "· "},
+		{"  seen INTEGER);\r", "D "},
+		{"INSERT INTO birds VALUES ('wren', 1), ('kite;\r", "· "},
+		{"red', 2);\r", "D "},
+		// The literal kept its line break: 'kite;', a newline, 'red'.
+		{"SELECT length(name) AS len FROM birds WHERE seen = 2;\r", "│     9 │"},
+		{"SELECT seen FROM birds WHERE name = 'wren';\r", "│     1 │"},
+		{".tables\r", "birds"},
+		{".schema birds\r", "CREATE TABLE birds"},
+	}
+	for _, s := range steps {
+		m := term.mark()
+		term.typ(s.typed)
+		term.waitFor(m, s.shows, shellBound)
+		if out := term.since(m); strings.Contains(out, "Error") {
+			t.Fatalf("typed %q, the shell answered an error: %q", s.typed, out)
+		}
+	}
+}
