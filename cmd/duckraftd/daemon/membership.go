@@ -163,6 +163,20 @@ func (m *membership) member(id string) (cluster.Member, bool) {
 	return cluster.Member{}, false
 }
 
+// lagReference is the index every member's lag is measured against (one
+// meaning of lag, docs/operations.md): own, this node's commit index or
+// applied index, or the furthest applied index an alive member gossips,
+// whichever is further; a follower's commit index can trail what the
+// leader has committed.
+func (m *membership) lagReference(own uint64) uint64 {
+	for _, mem := range m.gossip.Members() {
+		if mem.State == cluster.StateAlive {
+			own = max(own, mem.Meta.AppliedIndex)
+		}
+	}
+	return own
+}
+
 // Peers implements routing.Directory: the live data nodes (members with a
 // Raft address; routers have none) that are not leaving.
 func (m *membership) Peers() []routing.Peer {
@@ -243,13 +257,10 @@ func status(store *replication.Store, m *membership, exec *routing.Executor) nod
 		Load:     exec.Load(),
 	}
 	members := map[string]cluster.Member{}
-	top := max(st.Commit, st.Applied)
 	for _, mem := range m.gossip.Members() {
 		members[mem.Meta.ID] = mem
-		if mem.State == cluster.StateAlive {
-			top = max(top, mem.Meta.AppliedIndex)
-		}
 	}
+	top := m.lagReference(max(st.Commit, st.Applied))
 	conf, _ := store.Configuration()
 	seen := map[string]bool{}
 	add := func(ms nodeapi.MemberStatus, mem cluster.Member, ok bool) {

@@ -87,11 +87,7 @@ func (d *Daemon) observeLeader(leader string) {
 // (Store.AppliedThrough).
 func (d *Daemon) lag() uint64 {
 	applied := d.store.AppliedThrough()
-	top := max(applied, d.store.CommitIndex())
-	for _, p := range d.members.Peers() {
-		top = max(top, p.Applied)
-	}
-	return top - applied
+	return d.members.lagReference(max(applied, d.store.CommitIndex())) - applied
 }
 
 // readiness reports whether this node can serve reads at its default
