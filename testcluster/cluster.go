@@ -583,8 +583,14 @@ func (n *Node) Client(t testing.TB) *client.Conn {
 	return c
 }
 
-// apiTimeout bounds a status or hash request to a node.
-const apiTimeout = 2 * time.Second
+// apiTimeout bounds a status request to a node, hashTimeout a state hash:
+// a hash digests every table, which on a starved machine can take seconds
+// (a hash that timed out every time left a hunt's nodes "stuck" at one
+// applied index for a minute).
+const (
+	apiTimeout  = 2 * time.Second
+	hashTimeout = 30 * time.Second
+)
 
 // Status asks n for its view of the cluster.
 func (n *Node) Status() (nodeapi.Status, error) {
@@ -613,7 +619,7 @@ func (n *Node) TransferLeadership(to string) (string, error) {
 // StateHash asks n for its state hash: equal hashes at equal applied
 // indexes mean equal data.
 func (n *Node) StateHash() (index uint64, hash string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), hashTimeout)
 	defer cancel()
 	h, err := n.c.api().Hash(ctx, n.QuackAddr)
 	if err != nil {

@@ -275,8 +275,8 @@ func (h *hunt) converge() *Finding {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		idx, hashes, ok := h.hashes()
-		if ok {
+		idx, hashes, why := h.hashes()
+		if why == "" {
 			d := differing(hashes)
 			switch {
 			case d == "":
@@ -289,8 +289,8 @@ func (h *hunt) converge() *Finding {
 			continue
 		}
 		if time.Now().After(deadline) {
-			return h.finding(Stuck, fmt.Sprintf("nodes did not reach one applied index within %v: %s",
-				convergeTimeout, h.statuses()))
+			return h.finding(Stuck, fmt.Sprintf("nodes applied one index but gave no state hash at one index within %v (%s): %s",
+				convergeTimeout, why, h.statuses()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -320,9 +320,9 @@ func (h *hunt) sameApplied() bool {
 }
 
 // hashes returns every running node's state hash when they all answer at
-// one applied index. The nodes are asked at once: each digests every
-// table, and the hunt waits for the slowest.
-func (h *hunt) hashes() (uint64, map[string]string, bool) {
+// one applied index, else why not. The nodes are asked at once: each
+// digests every table, and the hunt waits for the slowest.
+func (h *hunt) hashes() (uint64, map[string]string, string) {
 	type answer struct {
 		idx  uint64
 		hash string
@@ -330,7 +330,7 @@ func (h *hunt) hashes() (uint64, map[string]string, bool) {
 	}
 	nodes := h.running()
 	if len(nodes) == 0 {
-		return 0, nil, false
+		return 0, nil, "no node is running"
 	}
 	answers := make([]answer, len(nodes))
 	var wg sync.WaitGroup
@@ -343,12 +343,15 @@ func (h *hunt) hashes() (uint64, map[string]string, bool) {
 	wg.Wait()
 	out := map[string]string{}
 	for i, a := range answers {
-		if a.err != nil || a.idx != answers[0].idx {
-			return 0, nil, false
+		switch {
+		case a.err != nil:
+			return 0, nil, a.err.Error()
+		case a.idx != answers[0].idx:
+			return 0, nil, fmt.Sprintf("%s hashed at index %d, %s at %d", nodes[0].ID, answers[0].idx, nodes[i].ID, a.idx)
 		}
 		out[nodes[i].ID] = a.hash
 	}
-	return answers[0].idx, out, len(out) > 0
+	return answers[0].idx, out, ""
 }
 
 // differing describes the hashes when they are not all equal, else "".
