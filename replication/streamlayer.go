@@ -213,8 +213,9 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 	}
 }
 
-// stopDialing ends the retries of refused dials, now and later: raft's
-// Shutdown waits for its replication goroutines, which may wait in Dial.
+// stopDialing makes every dial fail at once from now on, ending those
+// waiting on a refusal: raft's Shutdown waits for its replication
+// goroutines, which may wait in Dial.
 func (l *tlsStreamLayer) stopDialing() { l.stopDialer() }
 
 // refusalLog logs refused peers at most once per interval per remote
