@@ -243,7 +243,10 @@ type Store struct {
 	// maxEntry bounds a command's encoded size (0: no bound).
 	maxEntry int
 	trans    *rpcGuard
-	term     raftTerm
+	// layer is the transport's stream layer, whose refused dials Close
+	// ends before raft's shutdown waits for them.
+	layer *tlsStreamLayer
+	term  raftTerm
 	// carry is a proposal the proposer took but left for the next entry
 	// (pack); only the proposer goroutine uses it.
 	carry *proposal
@@ -340,6 +343,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.layer = layer
 	s.term.stable = s.logs
 	s.trans = newRPCGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
@@ -1139,6 +1143,10 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.fsm.stopRetrying()
+		// A replication goroutine waiting in Dial for a peer that
+		// refuses connections would hold raft's shutdown until the
+		// dial's timeout.
+		s.layer.stopDialing()
 		err := s.raft.Shutdown().Error()
 		s.wg.Wait()
 		s.closeErr = errors.Join(err, s.trans.Close(), s.logs.Close(), s.fsm.close())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,6 +27,9 @@ const (
 	// maxHandshakes bounds the inbound handshakes in progress; a
 	// connection beyond it is closed at once.
 	maxHandshakes = 64
+	// dialRetry is how often Dial tries again a peer that refuses the
+	// connection.
+	dialRetry = 50 * time.Millisecond
 )
 
 // tlsStreamLayer is the raft.StreamLayer of the Raft transport: TCP with
@@ -45,11 +49,14 @@ type tlsStreamLayer struct {
 	accepted chan net.Conn
 	slots    chan struct{}
 	// ctx ends handshakes in progress when the layer closes.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	closing chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	// dialing ends the retries of refused dials (stopDialing, Close).
+	dialing    context.Context
+	stopDialer context.CancelFunc
+	closing    chan struct{}
+	once       sync.Once
+	wg         sync.WaitGroup
 }
 
 // newTLSStreamLayer listens on bind. advertise, if not nil, is the address
@@ -64,6 +71,7 @@ func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, timeou
 		timeout:  timeout,
 		accepted: make(chan net.Conn), slots: make(chan struct{}, maxHandshakes), closing: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.dialing, l.stopDialer = context.WithCancel(context.Background())
 	addr, ok := l.Addr().(*net.TCPAddr)
 	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
 		ln.Close()
@@ -148,6 +156,7 @@ func (l *tlsStreamLayer) Close() error {
 	l.once.Do(func() {
 		close(l.closing)
 		l.cancel()
+		l.stopDialer()
 		err = l.ln.Close()
 		l.wg.Wait()
 	})
@@ -165,16 +174,49 @@ func (l *tlsStreamLayer) Addr() net.Addr {
 
 // Dial implements raft.StreamLayer: a TCP connection to address with the
 // TLS handshake done, both within timeout.
+//
+// A refused connection (the peer's host answers and nothing listens on
+// the port: its process is down, restarting) is tried again every
+// dialRetry until timeout passes, as an unanswered one waits until then,
+// or until the layer stops dialing. Raft's replication to a peer sleeps
+// after each failed RPC, doubling the sleep up to 10.24 s (replication.go,
+// backoff): failed at once, a peer down for a few seconds would be sent
+// its log only seconds after it is back, holding the leader's heartbeats
+// (so refusing to vote for another) but not its entries (so not electable
+// either). Waiting in Dial fails an RPC once per timeout instead, and the
+// peer gets its log as soon as it listens.
 func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(l.dialing, timeout)
 	defer cancel()
 	d := tls.Dialer{Config: l.conf}
-	c, err := d.DialContext(ctx, "tcp", string(address))
-	if err != nil {
-		return nil, fmt.Errorf("raft dial %s: %w", address, err)
+	var refused error
+	for {
+		c, err := d.DialContext(ctx, "tcp", string(address))
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			if refused != nil && ctx.Err() != nil {
+				// The retries ended: the refusal says why.
+				err = refused
+			}
+			return nil, fmt.Errorf("raft dial %s: %w", address, err)
+		}
+		refused = err
+		t := time.NewTimer(dialRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("raft dial %s: %w", address, err)
+		}
 	}
-	return c, nil
 }
+
+// stopDialing makes every dial fail at once from now on, ending those
+// waiting on a refusal: raft's Shutdown waits for its replication
+// goroutines, which may wait in Dial.
+func (l *tlsStreamLayer) stopDialing() { l.stopDialer() }
 
 // refusalLog logs refused peers at most once per interval per remote
 // host, with the count of refusals it did not log, so a peer that keeps

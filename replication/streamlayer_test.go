@@ -8,8 +8,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestSilentPeerDropped: a peer that connects and sends nothing is dropped
@@ -69,4 +72,105 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// freeAddr is a loopback address nothing listens on: a port the kernel
+// chose, closed again.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestDialWaitsForRestartingPeer: a peer whose port refuses connections
+// (its process is restarting) is dialled again until it listens, so raft
+// reaches it as soon as it is back instead of after its replication
+// backoff, which doubles with every refusal up to 10 s.
+func TestDialWaitsForRestartingPeer(t *testing.T) {
+	dialer, err := newTLSStreamLayer("127.0.0.1:0", nil, memberTLS(t, "n1"), handshakeTimeout, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialer.Close()
+	addr := freeAddr(t)
+	type dialed struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		c, err := dialer.Dial(raft.ServerAddress(addr), time.Minute)
+		done <- dialed{c, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	peer, err := newTLSStreamLayer(addr, nil, memberTLS(t, "n2"), handshakeTimeout, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	go func() {
+		if c, err := peer.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("dial of a peer that came back after 300 ms: %v", d.err)
+	}
+	d.c.Close()
+}
+
+// TestDialRefusedEnds: the retries of a refused dial end when raft's
+// timeout passes, and at once when the store stops dialing (Close: raft's
+// shutdown waits for its replication goroutines, which wait in Dial); the
+// error names the refusal.
+func TestDialRefusedEnds(t *testing.T) {
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		stop    bool
+	}{
+		{name: "timeout", timeout: 300 * time.Millisecond},
+		{name: "stopped", timeout: time.Hour, stop: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := newTLSStreamLayer("127.0.0.1:0", nil, memberTLS(t, "n1"), handshakeTimeout, testLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				c, err := l.Dial(raft.ServerAddress(freeAddr(t)), tc.timeout)
+				if c != nil {
+					c.Close()
+				}
+				done <- err
+			}()
+			if tc.stop {
+				time.Sleep(100 * time.Millisecond)
+				l.stopDialing()
+			}
+			// Generous: only that it ends is promised, well before the
+			// hour of the stopped case.
+			select {
+			case err := <-done:
+				if !errors.Is(err, syscall.ECONNREFUSED) {
+					t.Fatalf("dial error %v, want one wrapping ECONNREFUSED", err)
+				}
+				if el := time.Since(start); el < min(tc.timeout, 100*time.Millisecond) {
+					t.Fatalf("dial gave up after %v, before the timeout or the stop", el)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("dial of a refusing peer did not end")
+			}
+		})
+	}
 }
