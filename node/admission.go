@@ -57,15 +57,26 @@ func (s *Server) limitStatementMemory() error {
 	return nil
 }
 
+// DefaultMaxRunningStatementsPerClient is the share of the turns one
+// client may hold at once by default: half of them (at least one), so that
+// a client with many sessions, or one that pipelines, cannot take every
+// turn, and a turn stays free for the others. Half the turns are as many
+// statements as the processors at the default limit: one client still
+// keeps every core busy.
+func DefaultMaxRunningStatementsPerClient(running int) int { return max(1, running/2) }
+
 // AdmissionStats is what the admission gate of client statements
 // (Config.MaxRunningStatements) holds now and has done since the server
 // started.
 type AdmissionStats struct {
-	// Limit is the most statements that run at once.
-	Limit int
+	// Limit is the most statements that run at once, PerClient the most
+	// of one client's.
+	Limit, PerClient int
 	// Running are the statements holding a turn, Queued those waiting
 	// for one; PeakRunning is the most that ever held one at once.
 	Running, Queued, PeakRunning int
+	// Clients are the clients holding or waiting for a turn.
+	Clients int
 	// Admitted counts the turns given, Refused the statements refused
 	// after waiting the whole AdmissionWait (code busy), Abandoned those
 	// whose context ended while they waited (a cancel, a statement
@@ -77,38 +88,66 @@ type AdmissionStats struct {
 func (s *Server) AdmissionStats() AdmissionStats { return s.gate.stats() }
 
 // admission is a node-wide gate of client statements: at most limit hold
-// a turn at once, and the others wait in arrival order, each at most wait
-// (and while its context lasts). It is the Admitter of the database's
-// client connections (engine.DB.SetAdmitter).
+// a turn at once, and at most perClient of one client's (its principal,
+// principal.go). The others wait, each at most wait and while its
+// context lasts. A turn given back goes to the waiting client that holds
+// the fewest turns, and among those to the one that got a turn the
+// longest ago; a client's own statements get theirs in arrival order. So
+// a bystander's statement gets the next turn given back however many
+// statements other clients have queued. It is the Admitter of the
+// database's client connections (engine.DB.SetAdmitter).
 type admission struct {
-	limit int
-	wait  time.Duration
+	limit, perClient int
+	wait             time.Duration
 
 	mu      sync.Mutex
 	running int
-	// queue holds the waiters in arrival order; a turn given back goes
-	// to the first, whose channel is closed.
+	// clients are the clients holding or waiting for a turn.
+	clients map[string]*share
+	queued  int
+	// served counts the turns given, and orders the clients by when
+	// they last got one; arrivals counts the clients that came.
+	served, arrivals uint64
+	st               AdmissionStats
+}
+
+// share is one client's part of the gate.
+type share struct {
+	held int
+	// queue holds the client's waiters in arrival order.
 	queue []*waiter
-	st    AdmissionStats
+	// last is the served count when the client last got a turn (0:
+	// never), and arrived orders those never served by arrival.
+	last, arrived uint64
 }
 
 type waiter struct{ granted chan struct{} }
 
-func newAdmission(limit int, wait time.Duration) *admission {
-	return &admission{limit: limit, wait: wait}
+func newAdmission(limit, perClient int, wait time.Duration) *admission {
+	return &admission{limit: limit, perClient: min(max(perClient, 1), limit), wait: wait, clients: make(map[string]*share)}
 }
 
-// Admit implements engine.Admitter.
+// Admit implements engine.Admitter. The statement counts for the client
+// ctx names (withPrincipal).
 func (a *admission) Admit(ctx context.Context) (func(), error) {
+	p := principalOf(ctx)
 	a.mu.Lock()
-	if a.running < a.limit && len(a.queue) == 0 {
-		a.running++
-		a.admittedLocked()
+	c := a.clients[p]
+	if c == nil {
+		a.arrivals++
+		c = &share{arrived: a.arrivals}
+		a.clients[p] = c
+	}
+	// A turn free now is nobody's: the waiters are all past their
+	// share (grantLocked gave the others one).
+	if a.running < a.limit && c.held < a.perClient && len(c.queue) == 0 {
+		a.grantLocked(c)
 		a.mu.Unlock()
-		return a.releaser(), nil
+		return a.releaser(p), nil
 	}
 	w := &waiter{granted: make(chan struct{})}
-	a.queue = append(a.queue, w)
+	c.queue = append(c.queue, w)
+	a.queued++
 	a.mu.Unlock()
 
 	timer := time.NewTimer(a.wait)
@@ -116,7 +155,7 @@ func (a *admission) Admit(ctx context.Context) (func(), error) {
 	var err error
 	select {
 	case <-w.granted:
-		return a.releaser(), nil
+		return a.releaser(p), nil
 	case <-ctx.Done():
 		err = fmt.Errorf("the statement waited for its turn to run (at most %d run at once on this node): %w", a.limit, context.Cause(ctx))
 	case <-timer.C:
@@ -127,15 +166,17 @@ func (a *admission) Admit(ctx context.Context) (func(), error) {
 	select {
 	case <-w.granted:
 		// Granted as the wait ended: the turn is this statement's.
-		return a.releaser(), nil
+		return a.releaser(p), nil
 	default:
 	}
-	for i, q := range a.queue {
+	for i, q := range c.queue {
 		if q == w {
-			a.queue = append(a.queue[:i], a.queue[i+1:]...)
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			a.queued--
 			break
 		}
 	}
+	a.forgetIdleLocked(p, c)
 	if _, busy := err.(*errNoTurn); busy {
 		a.st.Refused++
 	} else {
@@ -144,38 +185,74 @@ func (a *admission) Admit(ctx context.Context) (func(), error) {
 	return nil, err
 }
 
-// releaser returns the function that gives a turn back, once.
-func (a *admission) releaser() func() {
+// releaser returns the function that gives p's turn back, once.
+func (a *admission) releaser(p string) func() {
 	var once sync.Once
-	return func() { once.Do(a.release) }
+	return func() { once.Do(func() { a.release(p) }) }
 }
 
-// release gives a turn back: to the first waiter, else to the pool.
-func (a *admission) release() {
+// release gives a turn of p back, and the free turns to the waiters.
+func (a *admission) release(p string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.queue) > 0 {
-		w := a.queue[0]
-		a.queue[0] = nil
-		a.queue = a.queue[1:]
-		a.admittedLocked()
-		close(w.granted)
-		return
-	}
+	c := a.clients[p]
+	c.held--
 	a.running--
+	a.forgetIdleLocked(p, c)
+	for a.running < a.limit {
+		next := a.nextLocked()
+		if next == nil {
+			return
+		}
+		w := next.queue[0]
+		next.queue[0] = nil
+		next.queue = next.queue[1:]
+		a.queued--
+		a.grantLocked(next)
+		close(w.granted)
+	}
 }
 
-// admittedLocked counts a turn given. The caller holds a.mu.
-func (a *admission) admittedLocked() {
+// nextLocked returns the client whose first waiter gets the next turn:
+// of those waiting within their share, the one holding the fewest turns,
+// then the one served longest ago; nil if none. The caller holds a.mu.
+func (a *admission) nextLocked() *share {
+	var best *share
+	for _, c := range a.clients {
+		if len(c.queue) == 0 || c.held >= a.perClient {
+			continue
+		}
+		if best == nil || c.held < best.held ||
+			c.held == best.held && (c.last < best.last || c.last == best.last && c.arrived < best.arrived) {
+			best = c
+		}
+	}
+	return best
+}
+
+// grantLocked gives c a turn. The caller holds a.mu.
+func (a *admission) grantLocked(c *share) {
+	a.running++
+	c.held++
+	a.served++
+	c.last = a.served
 	a.st.Admitted++
 	a.st.PeakRunning = max(a.st.PeakRunning, a.running)
+}
+
+// forgetIdleLocked drops p's share once it holds and awaits nothing, so
+// the map holds only the clients in the gate. The caller holds a.mu.
+func (a *admission) forgetIdleLocked(p string, c *share) {
+	if c.held == 0 && len(c.queue) == 0 {
+		delete(a.clients, p)
+	}
 }
 
 func (a *admission) stats() AdmissionStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.st
-	st.Limit, st.Running, st.Queued = a.limit, a.running, len(a.queue)
+	st.Limit, st.PerClient, st.Running, st.Queued, st.Clients = a.limit, a.perClient, a.running, a.queued, len(a.clients)
 	return st
 }
 

@@ -21,7 +21,8 @@ import (
 // startGated serves a fresh database whose client statements run at most
 // limit at once, each waiting at most wait for its turn, and returns the
 // address, the server and the database, on which a connection of its own
-// plays the applier.
+// plays the applier. Its one client may hold every turn: the share of
+// each client is TestNoClientTakesEveryTurn's.
 func startGated(t *testing.T, limit int, wait time.Duration) (string, *node.Server, *engine.DB) {
 	t.Helper()
 	db, err := engine.Open(t.TempDir()+"/test.db", engine.Options{Threads: 2})
@@ -29,7 +30,7 @@ func startGated(t *testing.T, limit int, wait time.Duration) (string, *node.Serv
 		t.Fatal(err)
 	}
 	srv, err := node.New(node.Config{DB: db, Authenticator: node.TokenAuth{Token: testToken},
-		MaxRunningStatements: limit, AdmissionWait: wait, Logger: slog.New(slog.DiscardHandler)})
+		MaxRunningStatements: limit, MaxRunningStatementsPerClient: limit, AdmissionWait: wait, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

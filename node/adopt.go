@@ -233,7 +233,8 @@ func (s *Server) adopt(ctx context.Context, mig Migrator, c SessionClaims, loc L
 	// the address it comes from here is a balancer's or a member's.
 	sess := &Session{id: c.ID, gen: c.Gen, conn: conn, ctx: sctx, cancel: cancel, lastUsed: time.Now(),
 		auth: loc.Credential, role: c.Role, lease: lease, client: client,
-		inflate: newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
+		principal: clientPrincipal(loc.Credential, client),
+		inflate:   newByteBudget(s.cfg.MaxSessionDecompressedBytes)}
 	sess.SetValue(movedKey{}, loc.From)
 	// Registered before the Executor installs its state, so that the
 	// other nodes, which learn from the Executor that it is held here,

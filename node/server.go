@@ -183,15 +183,20 @@ type Config struct {
 	// been read, so the address is all there is. nil: none.
 	MemberHost func(host string) bool
 	// MaxRunningStatements bounds the client statements that run in
-	// DuckDB at once, members' sessions (reads routed here) included:
-	// others wait for a turn in arrival order, at most AdmissionWait and
-	// while their context lasts, and are then refused (code busy). A turn
-	// covers DuckDB's work for a statement, not a streamed result's idle
-	// time between FETCHes (engine.Conn.Pause); the node's own
-	// connections (the applier, snapshots, hashes, backups) take none. 0
-	// is DefaultMaxRunningStatements() and DefaultAdmissionWait.
-	MaxRunningStatements int
-	AdmissionWait        time.Duration
+	// DuckDB at once, members' sessions (reads routed here) included, and
+	// MaxRunningStatementsPerClient those of one client (a token from an
+	// address; a routed read counts for the client its member names,
+	// PrincipalHeader): others wait for a turn, which goes to the waiting
+	// client holding the fewest, at most AdmissionWait and while their
+	// context lasts, and are then refused (code busy). A turn covers
+	// DuckDB's work for a statement, not a streamed result's idle time
+	// between FETCHes (engine.Conn.Pause); the node's own connections (the
+	// applier, snapshots, hashes, backups) take none. 0 is
+	// DefaultMaxRunningStatements(), DefaultMaxRunningStatementsPerClient
+	// (at most MaxRunningStatements) and DefaultAdmissionWait.
+	MaxRunningStatements          int
+	MaxRunningStatementsPerClient int
+	AdmissionWait                 time.Duration
 	// StatementMemoryLimit is each client session's DuckDB
 	// operator_memory_limit (engine.DB.SetClientMemoryLimit): what a
 	// statement's sorts, hash tables and joins hold before they spill to
@@ -267,7 +272,8 @@ type Server struct {
 	// flight: bodies as received, compressed bytes read to find a
 	// message's header, and bytes decompressed.
 	bodies, peeks, inflated *byteBudget
-	// gate gives client statements their turns (admission.go).
+	// gate gives client statements their turns (admission.go), each
+	// counted for its client (principal.go).
 	gate *admission
 
 	mu       sync.Mutex
@@ -325,6 +331,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRunningStatements <= 0 {
 		cfg.MaxRunningStatements = DefaultMaxRunningStatements()
 	}
+	if cfg.MaxRunningStatementsPerClient <= 0 {
+		cfg.MaxRunningStatementsPerClient = DefaultMaxRunningStatementsPerClient(cfg.MaxRunningStatements)
+	}
+	cfg.MaxRunningStatementsPerClient = min(cfg.MaxRunningStatementsPerClient, cfg.MaxRunningStatements)
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
 	}
@@ -363,7 +373,7 @@ func New(cfg Config) (*Server, error) {
 		bodies:    newByteBudget(cfg.MaxBodyBytesInFlight),
 		peeks:     newByteBudget(maxPeekBytesInFlight),
 		inflated:  newByteBudget(cfg.MaxDecompressedBytes),
-		gate:      newAdmission(cfg.MaxRunningStatements, cfg.AdmissionWait),
+		gate:      newAdmission(cfg.MaxRunningStatements, cfg.MaxRunningStatementsPerClient, cfg.AdmissionWait),
 		sessions:  make(map[string]*Session),
 		perClient: make(map[string]int),
 	}
@@ -796,6 +806,7 @@ func (s *Server) connect(ctx context.Context, body *wire.Reader) response {
 		sess.lease = s.cfg.IdleTimeout
 	}
 	sess.client, _ = ctx.Value(clientKey{}).(string)
+	sess.principal = clientPrincipal(req.AuthString, sess.client)
 	// A member's sessions carry its own clients' requests: clients that
 	// fill the caps must not refuse them.
 	sess.member, _ = ctx.Value(memberKey{}).(bool)
@@ -870,6 +881,7 @@ func (s *Server) prepare(ctx context.Context, sess *Session, req *wire.PrepareRe
 	stopWatch := context.AfterFunc(ctx, st.interrupt)
 	defer stopWatch()
 	qctx := context.WithValue(st.ctx, requestHeaderKey{}, RequestHeader(ctx))
+	qctx = withPrincipal(qctx, statementPrincipal(sess, RequestHeader(ctx)))
 	rows, err := s.cfg.Executor.Query(qctx, sess, sql)
 	if err != nil {
 		interrupted := st.interrupted()

@@ -23,6 +23,9 @@ type Session struct {
 	// the session caps do not count.
 	client string
 	member bool
+	// principal is the client its statements count for in the
+	// admission gate (principal.go).
+	principal string
 	// inflate is the session's budget of decompressed request bytes
 	// (Config.MaxSessionDecompressedBytes).
 	inflate *byteBudget

@@ -111,6 +111,9 @@ func (r *reader) readUnbounded(ctx context.Context, s *node.Session, st *session
 func (r *reader) readOne(ctx context.Context, s *node.Session, st *sessionState, level Level, last uint64, sql string) (node.Rows, error) {
 	deadline := time.Now().Add(r.leaderWait)
 	tried := map[string]bool{}
+	// refusal is the last node's, which the read's failure wraps: a
+	// client told busy everywhere gets the code busy, not a bare text.
+	var refusal error
 	for {
 		p, req, ok := r.pick(st, level, last, tried)
 		if ok {
@@ -124,10 +127,14 @@ func (r *reader) readOne(ctx context.Context, s *node.Session, st *sessionState,
 			}
 			r.log.Debug("read failed, trying another node", "node", p.ID, "err", err)
 			tried[p.ID] = true
+			refusal = err
 			continue
 		}
 		if time.Now().After(deadline) {
 			err := fmt.Errorf("duckraft: no node can serve a %s read", level)
+			if refusal != nil {
+				err = fmt.Errorf("%w; the last refusal: %w", err, refusal)
+			}
 			r.observeRead(level, "", err)
 			return nil, err
 		}

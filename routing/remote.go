@@ -116,9 +116,15 @@ type quackSession struct{ c *client.Conn }
 // Query implements RemoteSession. A ctx that ends before the answer makes
 // the client send the node a CANCEL (client.Conn.Query); the rows it
 // returns are a canceler, which a remote query cancels when the
-// statement's context ends while they stream.
+// statement's context ends while they stream. The request names the
+// client whose read it is (node.PrincipalHeader), so that the node counts
+// the statement's turn for that client, not for this member.
 func (s quackSession) Query(ctx context.Context, sql string, req nodeapi.Read) (node.Rows, error) {
-	rows, err := s.c.Query(client.WithHeader(ctx, req.Header()), sql)
+	h := req.Header()
+	if p := node.Principal(ctx); p != "" {
+		h.Set(node.PrincipalHeader, p)
+	}
+	rows, err := s.c.Query(client.WithHeader(ctx, h), sql)
 	if err != nil {
 		return nil, err
 	}

@@ -163,10 +163,12 @@ type Config struct {
 	MaxSessionsPerClient int
 	MaxLease             time.Duration
 	// MaxRunningStatements bounds the client statements running in
-	// DuckDB at once, and AdmissionWait how long one waits for its turn
-	// (node.Config). Zero is node's default for each.
-	MaxRunningStatements int
-	AdmissionWait        time.Duration
+	// DuckDB at once, MaxRunningStatementsPerClient those of one client,
+	// and AdmissionWait how long one waits for its turn (node.Config).
+	// Zero is node's default for each.
+	MaxRunningStatements          int
+	MaxRunningStatementsPerClient int
+	AdmissionWait                 time.Duration
 	// StatementMemoryLimit is each client session's DuckDB
 	// operator_memory_limit (node.Config); "" is node's default.
 	StatementMemoryLimit string
@@ -699,6 +701,7 @@ func (d *Daemon) quackServer(exec node.Executor, authorizer string) (*node.Serve
 	if authorizer != "" {
 		cfg.Authorizer = node.SQLAuthorizer{DB: d.db, Function: authorizer}
 	}
+	cfg.MaxRunningStatementsPerClient = d.cfg.MaxRunningStatementsPerClient
 	cfg.ObserveForward, cfg.ObserveAdopt, cfg.ObserveSessionLost = d.metrics.observeForward, d.metrics.observeAdopt, d.metrics.sessionsLost.Inc
 	return node.New(cfg)
 }

@@ -282,13 +282,17 @@ var (
 		"Most client statements that run in this node's DuckDB at once (--max-running-statements).", nil, nil)
 	statementsQueuedDesc = prometheus.NewDesc("duckraft_statements_queued",
 		"Client statements waiting for a turn to run in this node's DuckDB.", nil, nil)
+	statementsClientLimitDesc = prometheus.NewDesc("duckraft_statements_running_per_client_limit",
+		"Most statements of one client that run in this node's DuckDB at once (--max-running-statements-per-client).", nil, nil)
+	statementsClientsDesc = prometheus.NewDesc("duckraft_statements_clients",
+		"Clients (a token from one address; a routed read counts for its client) holding or waiting for a turn to run in this node's DuckDB.", nil, nil)
 	statementAdmissionsDesc = prometheus.NewDesc("duckraft_statement_admissions_total",
 		"Turns to run in this node's DuckDB, by outcome: admitted (a turn given: a statement, or a streamed result's batches after it waited for its reader), refused (no turn within --admission-wait: answered busy), abandoned (cancelled, timed out or gone while waiting).",
 		[]string{"outcome"}, nil)
 )
 
 func (admissionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{statementsRunningDesc, statementsLimitDesc, statementsQueuedDesc, statementAdmissionsDesc} {
+	for _, d := range []*prometheus.Desc{statementsRunningDesc, statementsLimitDesc, statementsQueuedDesc, statementsClientLimitDesc, statementsClientsDesc, statementAdmissionsDesc} {
 		ch <- d
 	}
 }
@@ -298,6 +302,8 @@ func (a admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(statementsRunningDesc, prometheus.GaugeValue, float64(st.Running))
 	ch <- prometheus.MustNewConstMetric(statementsLimitDesc, prometheus.GaugeValue, float64(st.Limit))
 	ch <- prometheus.MustNewConstMetric(statementsQueuedDesc, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(statementsClientLimitDesc, prometheus.GaugeValue, float64(st.PerClient))
+	ch <- prometheus.MustNewConstMetric(statementsClientsDesc, prometheus.GaugeValue, float64(st.Clients))
 	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Admitted), "admitted")
 	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Refused), "refused")
 	ch <- prometheus.MustNewConstMetric(statementAdmissionsDesc, prometheus.CounterValue, float64(st.Abandoned), "abandoned")

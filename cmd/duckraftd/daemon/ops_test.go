@@ -105,6 +105,7 @@ func TestOpsEndpointsCredentials(t *testing.T) {
 		`duckraft_gossip_members{node="n1",state="alive"} 1`, `duckraft_quack_sessions{node="n1"}`,
 		`duckraft_statements_running{node="n1"}`, `duckraft_statements_queued{node="n1"} 0`,
 		fmt.Sprintf(`duckraft_statements_running_limit{node="n1"} %d`, node.DefaultMaxRunningStatements()),
+		fmt.Sprintf(`duckraft_statements_running_per_client_limit{node="n1"} %d`, node.DefaultMaxRunningStatementsPerClient(node.DefaultMaxRunningStatements())),
 		`duckraft_statement_admissions_total{node="n1",outcome="refused"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
