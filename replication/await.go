@@ -26,11 +26,21 @@ import (
 // on f; raft's goroutines never read it. A future without the field (an
 // errorFuture, answered at once) is waited on as it is.
 func (s *Store) await(f raft.Future) error {
-	if v := reflect.ValueOf(f); v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
-		ch := v.Elem().FieldByName("ShutdownCh")
-		if ch.IsValid() && ch.CanSet() && ch.Type() == reflect.TypeOf(s.raftDown) && ch.IsNil() {
-			ch.Set(reflect.ValueOf(s.raftDown))
-		}
-	}
+	endOn(f, s.raftDown)
 	return f.Error()
+}
+
+// endOn makes f's Error end on down, unless f has no ShutdownCh field or
+// already has a channel there, and reports whether it did.
+func endOn(f raft.Future, down chan struct{}) bool {
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	ch := v.Elem().FieldByName("ShutdownCh")
+	if !ch.IsValid() || !ch.CanSet() || ch.Type() != reflect.TypeOf(down) || !ch.IsNil() {
+		return false
+	}
+	ch.Set(reflect.ValueOf(down))
+	return true
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -133,4 +135,34 @@ func mustEncode(t *testing.T, cmd wal.Command) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// Every kind of future the Store waits on can be made to end on the
+// Store's raftDown: without that, an upgrade of raft that renamed or
+// dropped the futures' ShutdownCh would bring back the hang of
+// TestCloseAnswersCommittedUnappliedWrite.
+func TestAwaitEndsEveryRaftFuture(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	r := nodes[0].store.raft
+	futures := []struct {
+		name   string
+		future func() raft.Future
+	}{
+		{"Apply", func() raft.Future { return r.Apply(mustEncode(t, stmt("CREATE TABLE a(i INTEGER)")), 0) }},
+		{"Barrier", func() raft.Future { return r.Barrier(0) }},
+		{"VerifyLeader", r.VerifyLeader},
+		{"Snapshot", func() raft.Future { return r.Snapshot() }},
+		{"AddNonvoter", func() raft.Future { return r.AddNonvoter("other", "127.0.0.1:1", 0, 0) }},
+		{"DemoteVoter", func() raft.Future { return r.DemoteVoter("other", 0, 0) }},
+		{"RemoveServer", func() raft.Future { return r.RemoveServer("other", 0, 0) }},
+		{"LeadershipTransfer", r.LeadershipTransfer},
+	}
+	for _, fu := range futures {
+		f := fu.future()
+		if !endOn(f, make(chan struct{})) {
+			t.Errorf("%s: %T has no ShutdownCh to end on", fu.name, f)
+		}
+		// Raft answers each of them while it runs.
+		f.Error()
+	}
 }

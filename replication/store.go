@@ -1056,6 +1056,8 @@ func (s *Store) barrier(ctx context.Context) error {
 			return nil
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 			return s.notLeader()
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return fmt.Errorf("read index barrier: %w", ErrClosed)
 		case !errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			return fmt.Errorf("read index barrier: %w", err)
 		}
@@ -1084,6 +1086,9 @@ func (s *Store) VerifyLeader() error {
 	if err := s.await(s.raft.VerifyLeader()); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return s.notLeader()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return fmt.Errorf("verify leader: %w", ErrClosed)
 		}
 		return fmt.Errorf("verify leader: %w", err)
 	}
