@@ -18,9 +18,12 @@ import (
 // futures it hands its own goroutines; the futures of Apply, Barrier,
 // VerifyLeader, configuration changes and leadership transfer have none, so
 // await gives them the Store's raftDown, closed once raft's goroutines have
-// ended (Close). A future answered before then keeps its answer: its
-// waiter is woken by the answer, and no answer comes after. A goroutine
-// waiting on f therefore ends, and Close, which waits for them, returns.
+// ended (Close). A waiter already blocked in Error when raft answered
+// gets the answer; one that reaches Error only after raftDown closed may
+// get ErrRaftShutdown even though raft answered (Error picks at random
+// between two ready channels), which for an entry means "outcome unknown",
+// still true. No answer comes after raftDown closes, so every goroutine
+// waiting on a future ends, and Close, which waits for them, returns.
 //
 // The field is set before Error reads it, in the one goroutine that waits
 // on f; raft's goroutines never read it. A future without the field (an
