@@ -30,7 +30,7 @@ func (s *Store) Demote(id string) error {
 	if !s.IsLeader() {
 		return s.notLeader()
 	}
-	if err := s.raft.DemoteVoter(raft.ServerID(id), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+	if err := s.await(s.raft.DemoteVoter(raft.ServerID(id), 0, s.cfg.ApplyTimeout)); err != nil {
 		return fmt.Errorf("demote %s: %w", id, err)
 	}
 	return nil

@@ -265,9 +265,11 @@ type Store struct {
 	// instead of on the count of writers expected back. Tests read them.
 	gathers, gatherTimeouts atomic.Int64
 	closing                 chan struct{}
-	closeOnce               sync.Once
-	closeErr                error
-	wg                      sync.WaitGroup
+	// raftDown is closed once raft has shut down; await ends on it.
+	raftDown  chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
 }
 
 // Open starts the Store: it opens (or creates) the Raft state in cfg.Dir,
@@ -286,6 +288,7 @@ func Open(cfg Config) (*Store, error) {
 		log:       cfg.Logger.With("node", cfg.ID),
 		proposals: make(chan *proposal, cfg.MaxBatch),
 		closing:   make(chan struct{}),
+		raftDown:  make(chan struct{}),
 	}
 	var cleanup []func() error
 	fail := func(err error) (*Store, error) {
@@ -807,7 +810,7 @@ func respond(batch []*proposal, r cmdResult) {
 
 // finish waits for an entry to be applied and fans its results out.
 func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
-	err := f.Error()
+	err := s.await(f)
 	// Before any write of the entry is answered, so that its writers'
 	// next writes record the new count.
 	s.answered.Add(1)
@@ -818,7 +821,9 @@ func (s *Store) finish(f raft.ApplyFuture, batch []*proposal) {
 		case errors.Is(err, raft.ErrLeadershipLost):
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, s.notLeader())
 		case errors.Is(err, raft.ErrRaftShutdown):
-			// Raft may have stored the entry before it shut down.
+			// Raft may have stored the entry before it shut down, or
+			// committed it without applying it (await): it applies at
+			// the next start.
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrClosed)
 		case errors.Is(err, syscall.ENOSPC):
 			// Raft answers an entry its log store could not write with
@@ -909,12 +914,12 @@ func (s *Store) Join(id, addr string, voter bool) error {
 				return nil
 			}
 			if isVoter && !voter {
-				if err := s.raft.DemoteVoter(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
+				if err := s.await(s.raft.DemoteVoter(srv.ID, 0, s.cfg.ApplyTimeout)); err != nil {
 					return fmt.Errorf("join %s: demote: %w", id, err)
 				}
 			}
 		case srv.Address == raft.ServerAddress(addr):
-			if err := s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout).Error(); err != nil {
+			if err := s.await(s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout)); err != nil {
 				return fmt.Errorf("join %s: remove %s at the same address: %w", id, srv.ID, err)
 			}
 		}
@@ -925,7 +930,7 @@ func (s *Store) Join(id, addr string, voter bool) error {
 	} else {
 		f = s.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, s.cfg.ApplyTimeout)
 	}
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		return fmt.Errorf("join %s at %s: %w", id, addr, err)
 	}
 	s.log.Info("joined", "id", id, "addr", addr, "voter", voter)
@@ -937,7 +942,7 @@ func (s *Store) Remove(id string) error {
 	if !s.IsLeader() {
 		return s.notLeader()
 	}
-	if err := s.raft.RemoveServer(raft.ServerID(id), 0, s.cfg.ApplyTimeout).Error(); err != nil {
+	if err := s.await(s.raft.RemoveServer(raft.ServerID(id), 0, s.cfg.ApplyTimeout)); err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
 	return nil
@@ -1045,12 +1050,14 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 // failed and this node still leads.
 func (s *Store) barrier(ctx context.Context) error {
 	for {
-		err := s.raft.Barrier(s.cfg.ApplyTimeout).Error()
+		err := s.await(s.raft.Barrier(s.cfg.ApplyTimeout))
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 			return s.notLeader()
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return fmt.Errorf("read index barrier: %w", ErrClosed)
 		case !errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			return fmt.Errorf("read index barrier: %w", err)
 		}
@@ -1076,9 +1083,12 @@ func (s *Store) appliedThrough(idx uint64) bool {
 
 // VerifyLeader confirms with a quorum that this node is still the leader.
 func (s *Store) VerifyLeader() error {
-	if err := s.raft.VerifyLeader().Error(); err != nil {
+	if err := s.await(s.raft.VerifyLeader()); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return s.notLeader()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return fmt.Errorf("verify leader: %w", ErrClosed)
 		}
 		return fmt.Errorf("verify leader: %w", err)
 	}
@@ -1087,7 +1097,7 @@ func (s *Store) VerifyLeader() error {
 
 // Snapshot asks raft to take a snapshot now and compact the log.
 func (s *Store) Snapshot() error {
-	if err := s.raft.Snapshot().Error(); err != nil {
+	if err := s.await(s.raft.Snapshot()); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
@@ -1148,6 +1158,9 @@ func (s *Store) Close() error {
 		// dial's timeout.
 		s.layer.stopDialing()
 		err := s.raft.Shutdown().Error()
+		// Raft's goroutines have ended: a future it has not answered
+		// now never will be, and its waiters (await) end.
+		close(s.raftDown)
 		s.wg.Wait()
 		s.closeErr = errors.Join(err, s.trans.Close(), s.logs.Close(), s.fsm.close())
 	})

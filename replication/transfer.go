@@ -38,7 +38,7 @@ func (s *Store) TransferLeadership(to string) error {
 	} else {
 		f = s.raft.LeadershipTransferToServer(raft.ServerID(to), addr)
 	}
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return s.notLeader()
 		}
