@@ -69,10 +69,11 @@ type Store struct {
 // Open makes a client from the environment, as the AWS SDKs read it:
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile, SSO, web
 // identity, an instance role), AWS_REGION (us-east-1 when unset, which
-// S3-compatible stores accept), and AWS_ENDPOINT_URL or
-// AWS_ENDPOINT_URL_S3 for an S3-compatible store, which is then addressed
-// path-style (http://host/bucket/key), as they all serve it. It checks
-// that credentials are found, not that the store takes them.
+// S3-compatible stores accept), AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3
+// for an S3-compatible store, which is then addressed path-style
+// (http://host/bucket/key), as they all serve it, and
+// AWS_REQUEST_CHECKSUM_CALCULATION. It checks that credentials are found,
+// not that the store takes them.
 func Open(ctx context.Context) (*Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -89,6 +90,11 @@ func Open(ctx context.Context) (*Store, error) {
 	})
 	return &Store{s3: c, tm: transfermanager.New(c, func(o *transfermanager.Options) {
 		o.FailTimeout = abortTimeout
+		// The uploader ignores the client's setting and sends a CRC32 of
+		// every upload unless told otherwise; AWS_REQUEST_CHECKSUM_CALCULATION=
+		// when_required is how an operator turns that off for a store that
+		// refuses such checksums, and it must reach the uploader too.
+		o.RequestChecksumCalculation = cfg.RequestChecksumCalculation
 	})}, nil
 }
 

@@ -286,3 +286,42 @@ func TestListDelete(t *testing.T) {
 		t.Fatalf("after delete: %s", got)
 	}
 }
+
+// TestChecksumSetting: uploads carry a CRC32 the store records, unless
+// AWS_REQUEST_CHECKSUM_CALCULATION=when_required says to send none (for a
+// store that refuses them): the uploader ignores the client's setting by
+// itself.
+func TestChecksumSetting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv, _ := store(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		setting  string
+		checksum bool
+	}{{"", true}, {"when_supported", true}, {"when_required", false}} {
+		t.Run("setting "+tc.setting, func(t *testing.T) {
+			t.Setenv("AWS_REQUEST_CHECKSUM_CALCULATION", tc.setting)
+			st, err := s3backup.Open(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, size := range []int{1 << 10, 20 << 20} {
+				key := "sum-" + tc.setting + "-" + strings.Repeat("x", size>>20) + ".duckdb"
+				loc := s3backup.Location{Bucket: "backups", Key: key}
+				if _, err := st.Put(ctx, loc, bytes.NewReader(make([]byte, size)), -1, hashOf("{}")); err != nil {
+					t.Fatal(err)
+				}
+				head, err := srv.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("backups"), Key: aws.String(key),
+					ChecksumMode: "ENABLED"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := aws.ToString(head.ChecksumCRC32) != ""; got != tc.checksum {
+					t.Errorf("%d bytes: CRC32 recorded %v (%q), want %v", size, got, aws.ToString(head.ChecksumCRC32), tc.checksum)
+				}
+			}
+		})
+	}
+}
