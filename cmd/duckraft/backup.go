@@ -168,8 +168,11 @@ func backupToObject(ctx context.Context, api *nodeapi.Client, addr, out string) 
 	// An upload that failed early leaves Backup blocked on the pipe.
 	pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
 	<-done
-	if berr != nil {
-		return h, n, berr
+	if err != nil {
+		// The upload's error names the cause either way: a stream that
+		// ended in an error is the upload's error too, and a Backup cut
+		// off by a failed upload would only say it was cut short.
+		return h, n, err
 	}
-	return h, n, err
+	return h, n, berr
 }
