@@ -224,9 +224,20 @@ func TestRestoreFromS3Refuses(t *testing.T) {
 			}
 		})
 	}
-	// The good one restores, checked.
+	// The good one restores, checked, into a data directory where a
+	// download cut short by a crash was left.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, backupTmpPrefix+"123"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, backupTmpPrefix+"123", "backup.duckdb"), []byte("half a download"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var log lockedBuffer
-	r := startNode(t, Config{Restore: "s3://backups/good.duckdb", Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	r := startNode(t, Config{DataDir: dir, Restore: "s3://backups/good.duckdb", Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if tmp, _ := filepath.Glob(filepath.Join(dir, backupTmpPrefix+"*")); len(tmp) != 0 {
+		t.Fatalf("temporary downloads left: %v", tmp)
+	}
 	if rh, err := r.store.StateHash(context.Background()); err != nil || rh.Hash != h.Hash || rh.Rows != h.Rows {
 		t.Fatalf("restored state hash %+v, %v; the backup's %+v", rh, err, h)
 	}
