@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,7 +37,9 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	var size int64
 	var err error
 	if s3backup.IsURL(out) {
-		h, size, err = backupToObject(ctx, c.api, c.addr, out)
+		// The SDK's warnings, if any, on stderr.
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		h, size, err = backupToObject(ctx, c.api, c.addr, out, log)
 	} else {
 		h, size, err = backup(ctx, c.api, c.addr, out)
 	}
@@ -134,12 +137,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // backup cut short (the node's answer shorter than it announced, an
 // interrupt) is not uploaded: the upload fails with the stream and is
 // aborted (s3backup.Store.Put says what is left at out on a failure).
-func backupToObject(ctx context.Context, api *nodeapi.Client, addr, out string) (nodeapi.StateHash, int64, error) {
+func backupToObject(ctx context.Context, api *nodeapi.Client, addr, out string, log *slog.Logger) (nodeapi.StateHash, int64, error) {
 	loc, err := s3backup.ParseObject(out)
 	if err != nil {
 		return nodeapi.StateHash{}, 0, err
 	}
-	store, err := s3backup.Open(ctx)
+	store, err := s3backup.Open(ctx, log)
 	if err != nil {
 		return nodeapi.StateHash{}, 0, err
 	}

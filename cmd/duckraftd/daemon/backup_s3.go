@@ -52,7 +52,7 @@ func (d *Daemon) objectTarget() (backupTarget, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), openStoreTimeout)
 	defer cancel()
-	store, err := s3backup.Open(ctx)
+	store, err := s3backup.Open(ctx, d.log)
 	if err != nil {
 		return nil, fmt.Errorf("--backup-to %s: %w", prefix, err)
 	}
@@ -136,7 +136,7 @@ func (d *Daemon) restoreObject(dbPath string) error {
 	}
 	ctx := context.Background()
 	octx, cancel := context.WithTimeout(ctx, openStoreTimeout)
-	store, err := s3backup.Open(octx)
+	store, err := s3backup.Open(octx, d.log)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("--restore %s: %w", from, err)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // HashSuffix ends the key of the object that records a backup's state hash
@@ -73,9 +75,14 @@ type Store struct {
 // for an S3-compatible store, which is then addressed path-style
 // (http://host/bucket/key), as they all serve it, and
 // AWS_REQUEST_CHECKSUM_CALCULATION. It checks that credentials are found,
-// not that the store takes them.
-func Open(ctx context.Context) (*Store, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+// not that the store takes them. The SDK's own warnings (falling back to
+// an older instance metadata protocol, say) go to log, which may be nil;
+// it logs no request unless asked to, so no credential.
+func Open(ctx context.Context, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(sdkLogger{log}))
 	if err != nil {
 		return nil, fmt.Errorf("S3 configuration from the environment: %w", err)
 	}
@@ -238,6 +245,18 @@ func (s *Store) Delete(ctx context.Context, loc Location) error {
 		return fmt.Errorf("delete %s: %w", loc, classify(err))
 	}
 	return nil
+}
+
+// sdkLogger hands the SDK's messages to slog, instead of its default
+// logger's own lines on stderr.
+type sdkLogger struct{ log *slog.Logger }
+
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf(format, v...), "component", "s3")
 }
 
 // classify wraps err with the sentinel of the store's answer, so that

@@ -71,7 +71,7 @@ func store(t *testing.T) (*s3test.Server, *s3backup.Store) {
 	srv := s3test.Start(t)
 	srv.Env(t)
 	srv.CreateBucket(t, "backups")
-	st, err := s3backup.Open(context.Background())
+	st, err := s3backup.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestCredentials(t *testing.T) {
 	srv, _ := store(t)
 	ctx := context.Background()
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "WRONG"+srv.Secret)
-	st, err := s3backup.Open(ctx)
+	st, err := s3backup.Open(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestCredentials(t *testing.T) {
 	_, lerr := st.List(ctx, loc)
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
-	_, oerr := s3backup.Open(ctx)
+	_, oerr := s3backup.Open(ctx, nil)
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -303,7 +303,7 @@ func TestChecksumSetting(t *testing.T) {
 	}{{"", true}, {"when_supported", true}, {"when_required", false}} {
 		t.Run("setting "+tc.setting, func(t *testing.T) {
 			t.Setenv("AWS_REQUEST_CHECKSUM_CALCULATION", tc.setting)
-			st, err := s3backup.Open(ctx)
+			st, err := s3backup.Open(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
