@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 
+	"github.com/duckraft/duckraft/cmd/internal/s3backup"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
 
@@ -20,7 +22,7 @@ import (
 func runBackup(args []string, stdout, stderr io.Writer) int {
 	var out string
 	c, code := parseAPIFlags("backup", args, 0, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&out, "out", "", "file to write the backup to (required); written as FILE.tmp, synced and renamed")
+		fs.StringVar(&out, "out", "", "file to write the backup to (required); written as FILE.tmp, synced and renamed; or an object s3://bucket/key, with credentials and endpoint from AWS_* variables")
 	})
 	if c == nil {
 		return code
@@ -31,7 +33,16 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	h, size, err := backup(ctx, c.api, c.addr, out)
+	var h nodeapi.StateHash
+	var size int64
+	var err error
+	if s3backup.IsURL(out) {
+		// The SDK's warnings, if any, on stderr.
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		h, size, err = backupToObject(ctx, c.api, c.addr, out, log)
+	} else {
+		h, size, err = backup(ctx, c.api, c.addr, out)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft backup:", err)
 		return 1
@@ -118,4 +129,53 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// backupToObject streams the backup of the node at addr into the object
+// out (s3://bucket/key) as it arrives, without a local copy, and then
+// records the state hash the node answered in the object out.hash. A
+// backup cut short (the node's answer shorter than it announced, an
+// interrupt) is not uploaded: the upload fails with the stream and is
+// aborted (s3backup.Store.Put says what is left at out on a failure).
+func backupToObject(ctx context.Context, api *nodeapi.Client, addr, out string, log *slog.Logger) (nodeapi.StateHash, int64, error) {
+	loc, err := s3backup.ParseObject(out)
+	if err != nil {
+		return nodeapi.StateHash{}, 0, err
+	}
+	store, err := s3backup.Open(ctx, log)
+	if err != nil {
+		return nodeapi.StateHash{}, 0, err
+	}
+	pr, pw := io.Pipe()
+	var h nodeapi.StateHash
+	var berr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h, berr = api.Backup(ctx, addr, pw)
+		// The upload sees the end of the stream only now, after Backup
+		// checked the announced length: a short backup ends in an error.
+		pw.CloseWithError(berr)
+	}()
+	// Put asks for the state hash once the whole body is uploaded, and so
+	// once Backup has returned it.
+	hash := func() ([]byte, error) {
+		<-done
+		if berr != nil {
+			return nil, berr
+		}
+		b, err := json.Marshal(h)
+		return append(b, '\n'), err
+	}
+	n, err := store.Put(ctx, loc, pr, -1, hash)
+	// An upload that failed early leaves Backup blocked on the pipe.
+	pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
+	<-done
+	if err != nil {
+		// The upload's error names the cause either way: a stream that
+		// ended in an error is the upload's error too, and a Backup cut
+		// off by a failed upload would only say it was cut short.
+		return h, n, err
+	}
+	return h, n, berr
 }

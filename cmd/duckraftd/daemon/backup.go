@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/duckraft/duckraft/cmd/internal/s3backup"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
 )
@@ -120,13 +122,31 @@ func removeStaleBackupTmp(dataDir string) error {
 	return nil
 }
 
-// startBackups starts the scheduled backups when a backup directory is
-// set. Every node runs the schedule, and at each tick only the node that
-// leads then writes: the leader has applied everything committed, and
-// exactly one node writes per tick, whichever leads.
+// backupTarget is where scheduled backups go: a directory (--backup-dir)
+// or a prefix in an object store (--backup-to).
+type backupTarget interface {
+	// write writes one backup of d, taken at start, and returns where it
+	// went, its size and applied index.
+	write(ctx context.Context, d *Daemon, start time.Time) (where string, size int64, index uint64, err error)
+	// prune deletes the oldest backups beyond the newest keep.
+	prune(ctx context.Context, keep int) error
+	String() string
+}
+
+// scheduledName is the name of the scheduled backup taken at start at
+// applied index idx; backupName matches it, and names sort by time.
+func scheduledName(start time.Time, idx uint64) string {
+	return fmt.Sprintf("duckraft-%s-%d.duckdb", start.UTC().Format(backupStamp), idx)
+}
+
+// startBackups starts the scheduled backups when a backup directory or
+// object store prefix is set. Every node runs the schedule, and at each
+// tick only the node that leads then writes: the leader has applied
+// everything committed, and exactly one node writes per tick, whichever
+// leads.
 func (d *Daemon) startBackups() error {
 	c := d.cfg
-	if c.BackupDir == "" {
+	if c.BackupDir == "" && c.BackupTo == "" {
 		return nil
 	}
 	every, keep := c.BackupEvery, c.BackupKeep
@@ -136,21 +156,38 @@ func (d *Daemon) startBackups() error {
 	if keep <= 0 {
 		keep = DefaultBackupKeep
 	}
+	var target backupTarget
+	var err error
+	if c.BackupTo != "" {
+		target, err = d.objectTarget()
+	} else {
+		target, err = d.dirTarget()
+	}
+	if err != nil {
+		return err
+	}
+	d.backups.schedule.start(every, d.store.IsLeader, func(ctx context.Context) {
+		d.scheduledBackup(ctx, target, keep)
+	})
+	d.log.Info("scheduled backups", "to", target.String(), "every", every, "keep", keep)
+	return nil
+}
+
+// dirTarget makes the backup directory, and removes the partial files a
+// crash of this node left there.
+func (d *Daemon) dirTarget() (backupTarget, error) {
+	c := d.cfg
 	if err := os.MkdirAll(c.BackupDir, 0o750); err != nil {
-		return fmt.Errorf("backup directory: %w", err)
+		return nil, fmt.Errorf("backup directory: %w", err)
 	}
 	partials, err := filepath.Glob(filepath.Join(c.BackupDir, partialPrefix(c.ID)+"*"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range partials {
 		os.RemoveAll(p)
 	}
-	d.backups.schedule.start(every, d.store.IsLeader, func(ctx context.Context) {
-		d.scheduledBackup(ctx, c.BackupDir, keep)
-	})
-	d.log.Info("scheduled backups", "dir", c.BackupDir, "every", every, "keep", keep)
-	return nil
+	return dirTarget{dir: c.BackupDir, id: c.ID}, nil
 }
 
 // stopBackups stops the schedule and waits for a backup being written,
@@ -167,19 +204,17 @@ func (d *Daemon) stopBackups() {
 // backup's name.
 func partialPrefix(id string) string { return ".partial-" + id + "-" }
 
-// scheduledBackup writes one backup into dir, atomically (a partial file,
-// synced, renamed, the directory synced), and then deletes the oldest
+// scheduledBackup writes one backup to target and then deletes the oldest
 // backups beyond keep.
-func (d *Daemon) scheduledBackup(ctx context.Context, dir string, keep int) {
+func (d *Daemon) scheduledBackup(ctx context.Context, target backupTarget, keep int) {
 	d.backups.mu.Lock()
 	defer d.backups.mu.Unlock()
 	start := time.Now()
-	tmp := filepath.Join(dir, partialPrefix(d.cfg.ID)+start.UTC().Format(backupStamp)+".duckdb")
-	name, size, idx, err := d.writeScheduled(ctx, tmp, start)
+	name, size, idx, err := target.write(ctx, d, start)
 	took := time.Since(start)
 	if err != nil && ctx.Err() != nil {
 		// Abandoned because the node stops: not a failure of backups.
-		d.log.Info("scheduled backup abandoned: the node stops", "dir", dir)
+		d.log.Info("scheduled backup abandoned: the node stops", "to", target.String())
 		return
 	}
 	d.backups.statsMu.Lock()
@@ -194,16 +229,26 @@ func (d *Daemon) scheduledBackup(ctx context.Context, dir string, keep int) {
 	}
 	d.backups.statsMu.Unlock()
 	if err != nil {
-		d.log.Error("scheduled backup failed", "dir", dir, "err", err)
+		d.log.Error("scheduled backup failed", "to", target.String(), "err", err)
 		return
 	}
 	d.log.Info("scheduled backup written", "file", name, "applied", idx, "bytes", size, "took", took)
-	if err := pruneBackups(dir, keep); err != nil {
-		d.log.Error("scheduled backups: retention", "dir", dir, "err", err)
+	if err := target.prune(ctx, keep); err != nil {
+		d.log.Error("scheduled backups: retention", "to", target.String(), "err", err)
 	}
 }
 
-func (d *Daemon) writeScheduled(ctx context.Context, tmp string, start time.Time) (string, int64, uint64, error) {
+// dirTarget writes scheduled backups into a directory, atomically (a
+// partial file, synced, renamed, the directory synced), each with its
+// state hash beside it.
+type dirTarget struct{ dir, id string }
+
+func (t dirTarget) String() string { return t.dir }
+
+func (t dirTarget) prune(_ context.Context, keep int) error { return pruneBackups(t.dir, keep) }
+
+func (t dirTarget) write(ctx context.Context, d *Daemon, start time.Time) (string, int64, uint64, error) {
+	tmp := filepath.Join(t.dir, partialPrefix(t.id)+start.UTC().Format(backupStamp)+".duckdb")
 	h, err := d.store.WriteBackup(ctx, tmp)
 	if err != nil {
 		return "", 0, 0, err
@@ -213,13 +258,13 @@ func (d *Daemon) writeScheduled(ctx context.Context, tmp string, start time.Time
 		os.Remove(tmp)
 		return "", 0, 0, err
 	}
-	name := filepath.Join(filepath.Dir(tmp), fmt.Sprintf("duckraft-%s-%d.duckdb", start.UTC().Format(backupStamp), h.Index))
+	name := filepath.Join(t.dir, scheduledName(start, h.Index))
 	if err := os.Rename(tmp, name); err != nil {
 		os.Remove(tmp)
 		return "", 0, 0, fmt.Errorf("backup: %w", err)
 	}
-	if err := syncDir(filepath.Dir(name)); err != nil {
-		return name, st.Size(), h.Index, fmt.Errorf("backup: sync %s: %w", filepath.Dir(name), err)
+	if err := syncDir(t.dir); err != nil {
+		return name, st.Size(), h.Index, fmt.Errorf("backup: sync %s: %w", t.dir, err)
 	}
 	if err := replication.WriteBackupHash(name, h); err != nil {
 		return name, st.Size(), h.Index, fmt.Errorf("backup %s written, its state hash not recorded: %w", name, err)
@@ -272,7 +317,11 @@ func checkRestore(c Config) error {
 	if c.Router || c.Replica || c.Join != "" {
 		return errors.New("--restore seeds a new cluster on its first node: it excludes --join, --replica and --router (the other nodes join it and receive the data as a Raft snapshot)")
 	}
-	if _, err := os.Stat(c.Restore); err != nil {
+	if s3backup.IsURL(c.Restore) {
+		if _, err := s3backup.ParseObject(c.Restore); err != nil {
+			return fmt.Errorf("--restore: %w", err)
+		}
+	} else if _, err := os.Stat(c.Restore); err != nil {
 		return fmt.Errorf("--restore: %w", err)
 	}
 	entries, err := os.ReadDir(c.DataDir)
@@ -284,7 +333,9 @@ func checkRestore(c Config) error {
 	}
 	var found []string
 	for _, e := range entries {
-		if e.Name() != "token" && e.Name() != KeyFileName {
+		// A backup-tmp- directory is what a crash left of a download from
+		// an object store; the node removes it before it restores.
+		if e.Name() != "token" && e.Name() != KeyFileName && !strings.HasPrefix(e.Name(), backupTmpPrefix) {
 			found = append(found, e.Name())
 		}
 	}
@@ -302,7 +353,14 @@ var ErrDataDirNotEmpty = errors.New("--restore needs an empty data directory")
 // restore installs the backup Config.Restore as the node's database,
 // checked against the state hash recorded beside it when there is one.
 func (d *Daemon) restore(dbPath string) error {
-	from := d.cfg.Restore
+	if s3backup.IsURL(d.cfg.Restore) {
+		return d.restoreObject(dbPath)
+	}
+	return d.restoreFile(d.cfg.Restore, dbPath)
+}
+
+// restoreFile installs the backup file from as the node's database.
+func (d *Daemon) restoreFile(from, dbPath string) error {
 	want, recorded, err := replication.ReadBackupHash(from)
 	if err != nil {
 		return fmt.Errorf("--restore: %w; remove it to restore without the check", err)

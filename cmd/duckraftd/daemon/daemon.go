@@ -25,6 +25,7 @@ import (
 
 	"github.com/duckraft/duckraft/cluster"
 	"github.com/duckraft/duckraft/clusterkey"
+	"github.com/duckraft/duckraft/cmd/internal/s3backup"
 	"github.com/duckraft/duckraft/internal/buildinfo"
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/engine"
@@ -186,14 +187,20 @@ type Config struct {
 	MemoryLimit string
 	// DuckDBFsync is the replicated database's fsync_mode (engine.Options).
 	DuckDBFsync string
-	// Restore is a backup file (duckraft backup) that seeds a new cluster:
-	// the node installs it as its database in an empty DataDir and
-	// bootstraps with its state (see docs/backup.md).
+	// Restore is a backup file (duckraft backup), or an object
+	// s3://bucket/key with its state hash beside it, that seeds a new
+	// cluster: the node installs it as its database in an empty DataDir
+	// and bootstraps with its state (see docs/backup.md).
 	Restore string
 	// BackupDir, when set, receives a backup every BackupEvery (zero:
 	// DefaultBackupEvery) from whichever node leads then, of which the
 	// newest BackupKeep (zero: DefaultBackupKeep) are kept.
-	BackupDir   string
+	BackupDir string
+	// BackupTo, when set (s3://bucket/prefix), receives the scheduled
+	// backups as BackupDir would, as objects under the prefix of an
+	// object store, with credentials from the environment; it excludes
+	// BackupDir.
+	BackupTo    string
 	BackupEvery time.Duration
 	BackupKeep  int
 	// Logger receives every component's diagnostics; nil discards them.
@@ -278,6 +285,9 @@ func Start(cfg Config) (*Daemon, error) {
 		if err := checkRestore(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkBackupConfig(cfg); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -402,13 +412,15 @@ func (d *Daemon) Credentials() nodeapi.Credentials {
 func (d *Daemon) startNode() error {
 	c := d.cfg
 	dbPath := filepath.Join(c.DataDir, "duckraft.db")
+	// Stale temporary backups go first: one may be an interrupted
+	// download of the backup to restore.
+	if err := removeStaleBackupTmp(c.DataDir); err != nil {
+		return err
+	}
 	if c.Restore != "" {
 		if err := d.restore(dbPath); err != nil {
 			return err
 		}
-	}
-	if err := removeStaleBackupTmp(c.DataDir); err != nil {
-		return err
 	}
 	var err error
 	d.db, err = replication.OpenDatabase(dbPath, engine.Options{
@@ -650,13 +662,13 @@ func (d *Daemon) voterCount() int {
 // ownFiles are the node's files and directories that no client statement
 // may read or write: the data directory (DuckDB file and WAL, Raft state,
 // generated token and cluster key), the tokens, cluster key, TLS key and
-// configuration files, the backup directory and the backup a cluster was
-// seeded from.
+// configuration files, the backup directory and the backup file a cluster
+// was seeded from (an object store's are no local files).
 func (d *Daemon) ownFiles() []string {
 	c := d.cfg
 	var out []string
 	for _, p := range []string{c.DataDir, c.TokensFile, c.ClusterKeyFile, c.TLSKey, c.RaftTLSKey, c.ConfigFile, c.BackupDir, c.Restore} {
-		if p != "" {
+		if p != "" && !s3backup.IsURL(p) {
 			out = append(out, p)
 		}
 	}
