@@ -8,32 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/internal/syncbuf"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/testcluster"
 )
-
-// lockedBuffer is what a duckraftd process wrote, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // freeAddr is a loopback address no one listens on.
 func freeAddr(t *testing.T) string {
@@ -55,7 +37,7 @@ func runDaemon(t *testing.T, env []string, args ...string) string {
 	args = append([]string{"--id", "n1", "--quack", quack, "--raft", freeAddr(t), "--gossip", freeAddr(t), "--http", freeAddr(t)}, args...)
 	cmd := exec.Command(testcluster.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/duckraft/duckraft/cmd/internal/s3backup"
 	"github.com/duckraft/duckraft/cmd/internal/s3backup/s3test"
+	"github.com/duckraft/duckraft/internal/syncbuf"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
@@ -38,7 +39,7 @@ func TestScheduledBackupsToS3(t *testing.T) {
 	for _, k := range others {
 		srv.Put(t, "backups", k, []byte("an operator's object"))
 	}
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := startNode(t, Config{BackupTo: "s3://backups/nightly/", BackupEvery: 300 * time.Millisecond, BackupKeep: 2, Logger: logger})
 	query(t, d, "CREATE TABLE t AS SELECT range AS i FROM range(1000)")
@@ -198,7 +199,7 @@ func TestRestoreFromS3Refuses(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			var log lockedBuffer
+			var log syncbuf.Buffer
 			dir := t.TempDir()
 			cfg := Config{ID: "n1", QuackAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t), DataDir: dir,
 				Token: "backup-test-token", Restore: tc.url, Logger: slog.New(slog.NewTextHandler(&log, nil))}
@@ -233,7 +234,7 @@ func TestRestoreFromS3Refuses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, backupTmpPrefix+"123", "backup.duckdb"), []byte("half a download"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	r := startNode(t, Config{DataDir: dir, Restore: "s3://backups/good.duckdb", Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if tmp, _ := filepath.Glob(filepath.Join(dir, backupTmpPrefix+"*")); len(tmp) != 0 {
 		t.Fatalf("temporary downloads left: %v", tmp)

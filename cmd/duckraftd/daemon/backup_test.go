@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/internal/syncbuf"
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/replication"
 	"github.com/duckraft/duckraft/routing/nodeapi"
@@ -232,7 +233,7 @@ func TestScheduledBackups(t *testing.T) {
 		t.Fatalf("recorded hash of %s: %+v, %v, %v; want one at index %d", names[2], h, ok, err, st.LastIndex)
 	}
 	// The newest one restores, checked against its hash.
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	r := startNode(t, Config{Restore: newest, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if got := query(t, r, "SELECT count(*) >= 1000 FROM t"); got != true {
 		t.Fatalf("restored backup: %v", got)
@@ -493,7 +494,7 @@ func TestRestoreForgedBackups(t *testing.T) {
 			d.Close()
 			t.Fatal("the damaged backup was restored")
 		}
-		var log lockedBuffer
+		var log syncbuf.Buffer
 		d := startNode(t, Config{Restore: file, DataDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if got := query(t, d, "SELECT count(*) FROM t"); got != int64(1000) {
 			t.Fatalf("restored %v rows, want 1000", got)

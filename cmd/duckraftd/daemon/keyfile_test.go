@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duckraft/duckraft/clusterkey"
+	"github.com/duckraft/duckraft/internal/syncbuf"
 )
 
 // tokenDerivedKey is the cluster key earlier releases derived from the
@@ -40,7 +41,7 @@ func TestClusterKeyFile(t *testing.T) {
 		t.Skip("starts Raft and gossip")
 	}
 	const token = "key-file-test-token"
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	cfg := Config{ID: "n1", DataDir: t.TempDir(), QuackAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
 		Token: token, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	start := func(cfg Config) *Daemon {

@@ -1,39 +1,20 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/duckraft/duckraft/internal/syncbuf"
 	"github.com/duckraft/duckraft/node/client"
 	"github.com/duckraft/duckraft/node/outcome"
 	"github.com/duckraft/duckraft/node/wire"
 )
-
-// lockedBuffer is a log destination safe for the daemon's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func writeTokens(t *testing.T, path, text string) {
 	t.Helper()
@@ -111,7 +92,7 @@ func TestReloadTokens(t *testing.T) {
 		"admin-token-0123456789", "new-token-0123456789"
 	file := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, file, "# roles\nread "+readTok+"\nwrite "+writeTok+"\nadmin "+adminTok+"\n")
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	d, err := Start(Config{ID: "n1", DataDir: t.TempDir(), QuackAddr: freeAddr(t), RaftAddr: freeAddr(t),
 		GossipAddr: freeAddr(t), TokensFile: file, ClusterKey: []byte("0123456789abcdef0123456789abcdef"),
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})

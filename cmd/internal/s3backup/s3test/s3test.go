@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/duckraft/duckraft/internal/freeport"
+	"github.com/duckraft/duckraft/internal/syncbuf"
 )
 
 // Module is the gateway's package and the release go install installs.
@@ -131,7 +132,7 @@ func Start(t testing.TB) *Server {
 		Region: "us-east-1", Dir: t.TempDir()}
 	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.Secret)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start versitygw: %v", err)
@@ -252,21 +253,4 @@ func (s *Server) Put(t testing.TB, bucket, key string, body []byte) {
 		Body: bytes.NewReader(body)}); err != nil {
 		t.Fatalf("put s3://%s/%s: %v", bucket, key, err)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
