@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/duckraft/duckraft/node"
 	"github.com/duckraft/duckraft/node/client"
-	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/tokens"
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -29,30 +27,14 @@ const (
 // memberCred.
 func startShared(t *testing.T, limit int) (string, *node.Server) {
 	t.Helper()
-	db, err := engine.Open(t.TempDir()+"/test.db", engine.Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var set *tokens.Set
 	for _, tok := range []string{testToken, heavyToken, bystanderToken} {
 		set = set.Add(tok, tokens.Admin)
 	}
-	srv, err := node.New(node.Config{DB: db, Authenticator: node.KeyringAuth{Keyring: tokens.NewKeyring(set)},
-		MaxRunningStatements: limit, AdmissionWait: 10 * time.Minute, MemberCredential: memberCred,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
+	return startServer(t, func(c *node.Config) {
+		c.Authenticator = node.KeyringAuth{Keyring: tokens.NewKeyring(set)}
+		c.MaxRunningStatements, c.AdmissionWait, c.MemberCredential = limit, 10*time.Minute, memberCred
 	})
-	return "quack:" + l.Addr().String(), srv
 }
 
 const memberCred = "member-credential-0123456789"
