@@ -18,8 +18,6 @@ import (
 	"github.com/duckraft/duckraft/cmd/internal/s3backup"
 	"github.com/duckraft/duckraft/cmd/internal/s3backup/s3test"
 	"github.com/duckraft/duckraft/internal/syncbuf"
-	"github.com/duckraft/duckraft/node/client"
-	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/replication"
 )
 
@@ -101,32 +99,6 @@ func TestScheduledBackupsToS3(t *testing.T) {
 	if strings.Contains(out, srv.Secret) || strings.Contains(out, srv.AccessKey) {
 		t.Fatalf("the log holds a credential:\n%s", out)
 	}
-}
-
-// queryErr runs sql through a fresh Quack session on d and returns the
-// first column of the first row, or the statement's error.
-func queryErr(t *testing.T, d *Daemon, sql string) (any, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Connect(ctx, "quack:"+d.QuackAddr(), client.Options{Token: d.Token(), Generation: wire.Q1})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer c.Close()
-	rows, err := c.Query(ctx, sql)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return nil, rows.Err()
-	}
-	v, err := rows.Values()
-	if err != nil {
-		return nil, err
-	}
-	return v[0], nil
 }
 
 // TestRestoreFromS3Refuses: --restore s3://… of a tampered object, of a

@@ -25,8 +25,19 @@ func freeAddr(t *testing.T) string {
 }
 
 // query runs sql through a fresh Quack session on d and returns the first
-// column of the first row.
+// column of the first row; an error fails t.
 func query(t *testing.T, d *Daemon, sql string) any {
+	t.Helper()
+	v, err := queryErr(t, d, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// queryErr runs sql through a fresh Quack session on d and returns the
+// first column of the first row, or the statement's error.
+func queryErr(t *testing.T, d *Daemon, sql string) (any, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -37,17 +48,17 @@ func query(t *testing.T, d *Daemon, sql string) any {
 	defer c.Close()
 	rows, err := c.Query(ctx, sql)
 	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
+		return nil, err
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return nil
+		return nil, rows.Err()
 	}
 	v, err := rows.Values()
 	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
+		return nil, err
 	}
-	return v[0]
+	return v[0], nil
 }
 
 // TestCrashAndClose starts a single node, writes through Quack, and stops
