@@ -24,7 +24,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/free-port.sh"
 
 # wait_ready waits for a node to say it has joined (dqlite-benchmark
-# prints this once its app is ready) or to die.
+# prints this once its app is ready) or to die. It returns 75 when the node
+# died because another socket took its port first, so start tries others.
 wait_ready() {
 	local name=$1 pid=$2
 	for _ in $(seq 1 240); do
@@ -32,6 +33,9 @@ wait_ready() {
 			return 0
 		fi
 		if ! kill -0 "$pid" 2>/dev/null; then
+			if grep -q "failed to set bind address" "$dir/$name.log"; then
+				return 75
+			fi
 			echo "bench-dqlite: $name exited: $(cat "$dir/$name.log")" >&2
 			return 1
 		fi
@@ -56,6 +60,17 @@ stop_nodes() {
 	done <"$dir/pids"
 }
 
+# start_nodes starts the two long-running nodes on a1 and a2; it returns
+# wait_ready's status.
+start_nodes() {
+	setsid dqlite-benchmark --db "$a1" --dir "$dir/n1" </dev/null >"$dir/n1.log" 2>&1 &
+	echo $! >>"$dir/pids"
+	wait_ready n1 $! || return
+	setsid dqlite-benchmark --db "$a2" --join "$a1" --dir "$dir/n2" </dev/null >"$dir/n2.log" 2>&1 &
+	echo $! >>"$dir/pids"
+	wait_ready n2 $! || return
+}
+
 case "$cmd" in
 start)
 	if ! command -v dqlite-benchmark >/dev/null; then
@@ -67,33 +82,44 @@ start)
 	fi
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
-	a1=127.0.0.1:$(free_port)
-	a2=127.0.0.1:$(free_port)
-	a3=127.0.0.1:$(free_port)
-	if [ "$a1" = "$a2" ] || [ "$a2" = "$a3" ] || [ "$a1" = "$a3" ]; then
-		echo "bench-dqlite: the same free port came twice; try again" >&2
-		rm -rf "$dir"
+	trap 'stop_nodes; rm -rf "$dir"' EXIT
+	rc=75
+	for attempt in 1 2 3; do
+		a1=127.0.0.1:$(free_port)
+		a2=127.0.0.1:$(free_port)
+		a3=127.0.0.1:$(free_port)
+		if [ "$a1" = "$a2" ] || [ "$a2" = "$a3" ] || [ "$a1" = "$a3" ]; then
+			continue
+		fi
+		rc=0
+		start_nodes || rc=$?
+		if [ "$rc" = 0 ]; then
+			break
+		fi
+		stop_nodes
+		rm -rf "${dir:?}"/*
+		if [ "$rc" != 75 ]; then
+			exit 1
+		fi
+		echo "bench-dqlite: a port was taken before a node bound it (attempt $attempt); trying others" >&2
+	done
+	if [ "$rc" != 0 ]; then
+		echo "bench-dqlite: no three free ports after 3 attempts" >&2
 		exit 1
 	fi
 	echo "$a1,$a2,$a3" >"$dir/cluster"
-	trap 'stop_nodes; rm -rf "$dir"' ERR
-	setsid dqlite-benchmark --db "$a1" --dir "$dir/n1" </dev/null >"$dir/n1.log" 2>&1 &
-	echo $! >>"$dir/pids"
-	wait_ready n1 $!
-	setsid dqlite-benchmark --db "$a2" --join "$a1" --dir "$dir/n2" </dev/null >"$dir/n2.log" 2>&1 &
-	echo $! >>"$dir/pids"
-	wait_ready n2 $!
 	# The driver's first run joins it as the third voter.
 	dqlite-benchmark --db "$a3" --join "$a1" --dir "$dir/driver" --driver --cluster "$a1,$a2,$a3" \
 		--cluster-timeout 60 --duration 1 --workers 1 >"$dir/driver.log" 2>&1 || {
 		echo "bench-dqlite: the first run of the driver failed: $(cat "$dir/driver.log")" >&2
-		false
+		exit 1
 	}
 	voters=$(dqlite -s "$a1" benchmark .cluster 2>/dev/null | grep -c '|voter$' || true)
 	if [ "$voters" != 3 ]; then
 		echo "bench-dqlite: $voters voters after the driver joined, want 3" >&2
-		false
+		exit 1
 	fi
+	trap - EXIT
 	echo "$dir"
 	;;
 stop)

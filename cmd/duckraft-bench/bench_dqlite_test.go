@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +84,11 @@ func TestBenchWritesDqlite(t *testing.T) {
 		if _, lookErr := exec.LookPath("dqlite-benchmark"); lookErr != nil {
 			t.Skipf("SKIPPED, dqlite is not installed and %s could not install it: %v", script, err)
 		}
-		t.Fatalf("%s start: %v", script, err)
+		var stderr []byte
+		if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) {
+			stderr = exitErr.Stderr
+		}
+		t.Fatalf("%s start: %v: %s", script, err, stderr)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
