@@ -3,6 +3,7 @@ package ducklake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -59,7 +60,7 @@ func clusterConfig(t *testing.T, c *testcluster.Cluster, cfg Config) Config {
 		return DialQuack(dctx, n.QuackAddr, testcluster.Token)
 	}
 	cfg.Oracle = func(ctx context.Context) (Backend, error) {
-		var last error
+		last := errors.New("no node is running")
 		for _, n := range c.Nodes {
 			if !n.Running() {
 				continue
