@@ -31,9 +31,26 @@ run: build
 # other of the machine's two cores: Raft timeouts are real.
 export DUCKRAFTD := $(CURDIR)/$(BIN)/duckraftd
 
-test: build vet
-	$(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 15m $(OTHER_PKGS)
-	$(GO) test -tags $(TAGS) -count=1 -race -timeout 15m $(RACE_PKGS)
+# test runs its two passes at once: the system tests spend most of their
+# time waiting on elections, timeouts and processes, not on the CPU, which
+# the other pass (go vet, then the race tests one package at a time) uses
+# meanwhile. The system pass prints as it goes; the other pass's output is
+# kept in RACE_LOG and printed whole after both end, so that the two never
+# interleave. Each pass's exit status is printed, and test fails if either
+# failed.
+RACE_LOG ?= $(BIN)/test-race.log
+test: build
+	@mkdir -p $(dir $(RACE_LOG)); \
+	{ $(GO) vet -tags $(TAGS) $(PKGS); v=$$?; \
+	  $(GO) test -tags $(TAGS) -count=1 -p 1 -race -timeout 15m $(RACE_PKGS); r=$$?; \
+	  [ $$v -eq 0 ] && [ $$r -eq 0 ]; } >$(RACE_LOG) 2>&1 & race=$$!; \
+	trap 'kill $$race 2>/dev/null' INT TERM; \
+	echo "vet and the race pass ($(RACE_PKGS)) run beside the system pass; their output: $(RACE_LOG)"; \
+	$(GO) test -tags $(TAGS) -count=1 -p 1 -timeout 15m $(OTHER_PKGS); system=$$?; \
+	wait $$race; racerc=$$?; \
+	echo "=== vet and the race pass ($(RACE_PKGS)), from $(RACE_LOG):"; cat $(RACE_LOG); \
+	echo "=== system pass: exit $$system; vet and race pass: exit $$racerc"; \
+	[ $$system -eq 0 ] && [ $$racerc -eq 0 ]
 
 # test-long runs every package without the race detector, with the tests
 # that make test runs at a smaller size at their full size

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -25,25 +24,12 @@ import (
 // each client is TestNoClientTakesEveryTurn's.
 func startGated(t *testing.T, limit int, wait time.Duration) (string, *node.Server, *engine.DB) {
 	t.Helper()
-	db, err := engine.Open(t.TempDir()+"/test.db", engine.Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := node.New(node.Config{DB: db, Authenticator: node.TokenAuth{Token: testToken},
-		MaxRunningStatements: limit, MaxRunningStatementsPerClient: limit, AdmissionWait: wait, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		srv.Close()
-		db.Close()
+	var db *engine.DB
+	addr, srv := startServer(t, func(c *node.Config) {
+		db = c.DB
+		c.MaxRunningStatements, c.MaxRunningStatementsPerClient, c.AdmissionWait = limit, limit, wait
 	})
-	return "quack:" + l.Addr().String(), srv, db
+	return addr, srv, db
 }
 
 // waitAdmission waits until the gate's stats satisfy ok, and fails the

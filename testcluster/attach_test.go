@@ -89,16 +89,15 @@ func replay(t *testing.T, n *testcluster.Node, name string) []wire.Message {
 	return out
 }
 
-// TestAttachedDuckDBClientOnCluster plays what a DuckDB 1.5 client sends
-// for ATTACH, CREATE TABLE remote.t … and INSERT INTO remote.t VALUES …
-// (BEGIN, CREATE, COMMIT, then APPEND) to a follower of a 3-node cluster,
-// and checks that the table and rows reach every node while the catalog
-// an attaching client loads shows no internal schema.
-func TestAttachedDuckDBClientOnCluster(t *testing.T) {
+// attachedDuckDBClientOnCluster (TestSharedCluster) plays what a DuckDB 1.5
+// client sends for ATTACH, CREATE TABLE remote.t … and INSERT INTO remote.t
+// VALUES … (BEGIN, CREATE, COMMIT, then APPEND) to a follower of a 3-node
+// cluster, and checks that the table and rows reach every node while the
+// catalog an attaching client loads shows no internal schema.
+func attachedDuckDBClientOnCluster(t *testing.T, c *testcluster.Cluster) {
 	if _, err := os.Stat(q1Fixtures); err != nil {
 		t.Skipf("fixtures not found at %s: %v", q1Fixtures, err)
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitForLeader(t, 10*time.Second)
 	var follower *testcluster.Node
 	for _, n := range c.Nodes {

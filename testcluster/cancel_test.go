@@ -70,15 +70,15 @@ func nextAnswers(t *testing.T, conn *client.Conn) {
 	}
 }
 
-// TestCancelReachesTheNodeThatReads: a client's cancel stops a read on the
-// node that runs it, not only on the node the client talks to: through a
-// router (every read routed to a data node) while the remote node computes
-// the first rows, and a split scan's every share while they stream. The
-// proof is each data node's load, its running DuckDB queries, back at zero,
-// and the session's next statement answering at once. Before, the router
-// answered the client and the data nodes computed on for minutes.
-func TestCancelReachesTheNodeThatReads(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// cancelReachesTheNodeThatReads (TestSharedCluster): a client's cancel
+// stops a read on the node that runs it, not only on the node the client
+// talks to: through a router (every read routed to a data node) while the
+// remote node computes the first rows, and a split scan's every share while
+// they stream. The proof is each data node's load, its running DuckDB
+// queries, back at zero, and the session's next statement answering at
+// once. Before, the router answered the client and the data nodes computed
+// on for minutes.
+func cancelReachesTheNodeThatReads(t *testing.T, c *testcluster.Cluster) {
 	router := c.StartRouter(t)
 	exec(t, c.Nodes[0].Client(t), slowView)
 
@@ -131,13 +131,12 @@ func TestCancelReachesTheNodeThatReads(t *testing.T) {
 	})
 }
 
-// TestStatementTimeout bounds reads with --statement-timeout (on a router)
-// and the session setting duckraft_statement_timeout (on a router, whose
-// reads run on data nodes, and on a data node reading locally): the read is
-// interrupted where it runs and the client is told the limit and how to
-// change it.
-func TestStatementTimeout(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// statementTimeout (TestSharedCluster) bounds reads with
+// --statement-timeout (on a router) and the session setting
+// duckraft_statement_timeout (on a router, whose reads run on data nodes,
+// and on a data node reading locally): the read is interrupted where it
+// runs and the client is told the limit and how to change it.
+func statementTimeout(t *testing.T, c *testcluster.Cluster) {
 	plain := c.StartRouter(t)
 	bounded := c.StartRouter(t, "--statement-timeout", "2s")
 

@@ -9,18 +9,17 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestClockMacrosRefused sends, to a 3-node cluster of duckraftd
-// processes, writes that read the clock through DuckDB's own macros (ago,
-// pg_conf_load_time, pg_postmaster_start_time), through age() with one
-// argument and through a user macro over ago(), in every place: UPDATE,
-// DELETE, CREATE TABLE … AS, a column DEFAULT, a generated column, ALTER
-// TABLE, a view, a macro, and a transaction whose table the leader cannot
-// bind yet. On main at 42d1571 every one was accepted and left the nodes
-// with different state hashes at one index (issue 31, item 6); now each is
-// refused with the reason, the INSERT forms are evaluated once on the
-// leader, and the hashes stay equal.
-func TestClockMacrosRefused(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// clockMacrosRefused (TestSharedCluster) sends, to a 3-node cluster of
+// duckraftd processes, writes that read the clock through DuckDB's own
+// macros (ago, pg_conf_load_time, pg_postmaster_start_time), through age()
+// with one argument and through a user macro over ago(), in every place:
+// UPDATE, DELETE, CREATE TABLE … AS, a column DEFAULT, a generated column,
+// ALTER TABLE, a view, a macro, and a transaction whose table the leader
+// cannot bind yet. On main at 42d1571 every one was accepted and left the
+// nodes with different state hashes at one index (issue 31, item 6); now
+// each is refused with the reason, the INSERT forms are evaluated once on
+// the leader, and the hashes stay equal.
+func clockMacrosRefused(t *testing.T, c *testcluster.Cluster) {
 	conn := c.Nodes[1].Client(t)
 	for _, sql := range []string{
 		"CREATE TABLE g (a INT, ts TIMESTAMPTZ, x INTERVAL)",

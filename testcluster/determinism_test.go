@@ -9,13 +9,12 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestDivergentWritesRefused sends one write of each class that DuckDB
-// resolves but a lexer misses (quoted function names, sampling, table
-// functions over node-local state, rowid, a view hiding a sample) to a
-// 3-node cluster: each is refused with a reason, the INSERT forms are
+// divergentWritesRefused (TestSharedCluster) sends one write of each class
+// that DuckDB resolves but a lexer misses (quoted function names, sampling,
+// table functions over node-local state, rowid, a view hiding a sample) to
+// a 3-node cluster: each is refused with a reason, the INSERT forms are
 // evaluated once on the leader, and the state hashes stay equal.
-func TestDivergentWritesRefused(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+func divergentWritesRefused(t *testing.T, c *testcluster.Cluster) {
 	conn := c.Nodes[1].Client(t)
 	for _, sql := range []string{
 		"CREATE TABLE t (a INT, b DOUBLE)",
@@ -38,7 +37,7 @@ func TestDivergentWritesRefused(t *testing.T) {
 		{"sample", "DELETE FROM t WHERE a IN (SELECT a FROM t USING SAMPLE 5 ROWS)", "sampling"},
 		{"sample", "UPDATE t SET b = 0 WHERE a IN (SELECT a FROM t TABLESAMPLE reservoir(5 ROWS))", "sampling"},
 		{"sample in a view", "CREATE VIEW vs AS SELECT a FROM t USING SAMPLE 5 ROWS", "sampling in a stored view"},
-		{"query in a macro", "CREATE TABLE g AS VALUES (total())", "a query hidden in a macro"},
+		{"query in a macro", "CREATE TABLE tg AS VALUES (total())", "a query hidden in a macro"},
 		{"sample", "CREATE TABLE f AS SELECT * FROM t USING SAMPLE 10%", "sampling"},
 		{"node-local", "UPDATE t SET b = (SELECT count(*) FROM pragma_database_size())", "pragma_database_size()"},
 		{"node-local", `UPDATE t SET b = (SELECT count(*) FROM "duckdb_memory"())`, "duckdb_memory()"},

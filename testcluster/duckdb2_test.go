@@ -15,14 +15,13 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestDuckDB2ClientOnCluster speaks to a follower of a 3-node cluster as a
-// DuckDB 2.0 client does (quack-2.0.md §4): the ATTACH catalog loads, a
-// CREATE TABLE … AS (the CREATE in a remote transaction, the rows in a
-// SEND_DATA stream on the same connection, then COMMIT), an INSERT stream,
-// a pushed-down query inside BEGIN TRANSACTION … COMMIT, and errors, which
-// carry DuckDB's exception type.
-func TestDuckDB2ClientOnCluster(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// duckDB2ClientOnCluster (TestSharedCluster) speaks to a follower of a
+// 3-node cluster as a DuckDB 2.0 client does (quack-2.0.md §4): the ATTACH
+// catalog loads, a CREATE TABLE … AS (the CREATE in a remote transaction,
+// the rows in a SEND_DATA stream on the same connection, then COMMIT), an
+// INSERT stream, a pushed-down query inside BEGIN TRANSACTION … COMMIT, and
+// errors, which carry DuckDB's exception type.
+func duckDB2ClientOnCluster(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 10*time.Second)
 	follower := c.Others(leader)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

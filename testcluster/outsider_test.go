@@ -24,24 +24,23 @@ import (
 	"github.com/duckraft/duckraft/wal"
 )
 
-// TestOutsiderOnRaftPort: a process holding no credential speaks
-// hashicorp/raft's own TCP transport to every duckraftd's Raft port:
+// outsiderOnRaftPort (TestSharedCluster): a process holding no credential
+// speaks hashicorp/raft's own TCP transport to every duckraftd's Raft port:
 // AppendEntries carrying an entry, RequestVote with LeadershipTransfer and
 // InstallSnapshot all fail, nothing is applied, and the leader keeps
 // leading. (replication's TestOutsider* tests make the same attacks with
 // the term and index a real attacker would first probe.)
-func TestOutsiderOnRaftPort(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+func outsiderOnRaftPort(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 30*time.Second)
 	conn := leader.Client(t)
-	exec(t, conn, "CREATE TABLE t(id INTEGER)")
+	exec(t, conn, "CREATE TABLE outsider(id INTEGER)")
 
 	out, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 5*time.Second, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	data, err := wal.Batch{Commands: []wal.Command{{Entry: wal.Statement{SQL: "INSERT INTO t VALUES (666)"}}}}.MarshalBinary()
+	data, err := wal.Batch{Commands: []wal.Command{{Entry: wal.Statement{SQL: "INSERT INTO outsider VALUES (666)"}}}}.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +62,7 @@ func TestOutsiderOnRaftPort(t *testing.T) {
 			t.Errorf("%s: outsider's InstallSnapshot answered", n.ID)
 		}
 	}
-	exec(t, conn, "INSERT INTO t VALUES (1)")
+	exec(t, conn, "INSERT INTO outsider VALUES (1)")
 	c.WaitConverged(t, 30*time.Second)
 	if got := c.WaitForLeader(t, 30*time.Second); got != leader {
 		t.Errorf("leader is %s, want %s", got.ID, leader.ID)
@@ -71,19 +70,18 @@ func TestOutsiderOnRaftPort(t *testing.T) {
 	for _, n := range c.Nodes {
 		nc := n.Client(t)
 		exec(t, nc, "SET duckraft_consistency = 'any'")
-		if got := queryInts(t, nc, "SELECT count(*) FROM t WHERE id = 666"); got[0] != 0 {
+		if got := queryInts(t, nc, "SELECT count(*) FROM outsider WHERE id = 666"); got[0] != 0 {
 			t.Errorf("%s applied the outsider's entry", n.ID)
 		}
 	}
 }
 
-// TestClientTokenCannotForward: a client holding the token but not the
-// cluster key cannot post a raw batch to the leader's write endpoint, which
-// would skip the leader's checks of a client's statement. (The token is an
-// admin token, which may move leadership; TestRolesAcrossNodes checks
-// that lower roles cannot.)
-func TestClientTokenCannotForward(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// clientTokenCannotForward (TestSharedCluster): a client holding the token
+// but not the cluster key cannot post a raw batch to the leader's write
+// endpoint, which would skip the leader's checks of a client's statement.
+// (The token is an admin token, which may move leadership;
+// TestRolesAcrossNodes checks that lower roles cannot.)
+func clientTokenCannotForward(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -183,20 +181,19 @@ func (s tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.conf)
 }
 
-// TestTokenHolderIsNoMember: in a cluster of real duckraftd processes
-// started as the README starts them — a token and no --cluster-key — a
-// client holding the admin token cannot act as a member with the key it
-// can derive from the token: its Raft RPCs, under a certificate of the CA
-// derived from that key and the leader's ID, get no answer from any node;
-// its forwarded write with the node credential derived from it is
-// refused; and it cannot join gossip with the gossip key derived from it.
-// Nothing it sent is applied, the leader keeps leading, and no node logs
-// the cluster key.
-func TestTokenHolderIsNoMember(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// tokenHolderIsNoMember (TestSharedCluster): in a cluster of real duckraftd
+// processes started as the README starts them — a token and no
+// --cluster-key — a client holding the admin token cannot act as a member
+// with the key it can derive from the token: its Raft RPCs, under a
+// certificate of the CA derived from that key and the leader's ID, get no
+// answer from any node; its forwarded write with the node credential
+// derived from it is refused; and it cannot join gossip with the gossip key
+// derived from it. Nothing it sent is applied, the leader keeps leading,
+// and no node logs the cluster key.
+func tokenHolderIsNoMember(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 30*time.Second)
 	conn := leader.Client(t)
-	exec(t, conn, "CREATE TABLE t(id INTEGER)")
+	exec(t, conn, "CREATE TABLE holder(id INTEGER)")
 	derived := tokenDerivedKey(t, testcluster.Token)
 
 	// Raft, as the leader.
@@ -210,7 +207,7 @@ func TestTokenHolderIsNoMember(t *testing.T) {
 	}
 	out := raft.NewNetworkTransport(tlsStream{Listener: l, conf: conf}, 1, 5*time.Second, io.Discard)
 	defer out.Close()
-	data, err := wal.Batch{Commands: []wal.Command{{Entry: wal.Statement{SQL: "INSERT INTO t VALUES (666)"}}}}.MarshalBinary()
+	data, err := wal.Batch{Commands: []wal.Command{{Entry: wal.Statement{SQL: "INSERT INTO holder VALUES (666)"}}}}.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +257,7 @@ func TestTokenHolderIsNoMember(t *testing.T) {
 		t.Errorf("the token holder's gossip sees %d members, want itself alone", len(m))
 	}
 
-	exec(t, conn, "INSERT INTO t VALUES (1)")
+	exec(t, conn, "INSERT INTO holder VALUES (1)")
 	c.WaitConverged(t, 30*time.Second)
 	if got := c.WaitForLeader(t, 30*time.Second); got != leader {
 		t.Errorf("leader is %s, want %s", got.ID, leader.ID)
@@ -268,7 +265,7 @@ func TestTokenHolderIsNoMember(t *testing.T) {
 	for _, n := range c.Nodes {
 		nc := n.Client(t)
 		exec(t, nc, "SET duckraft_consistency = 'any'")
-		if got := queryInts(t, nc, "SELECT count(*) FROM t WHERE id = 666"); got[0] != 0 {
+		if got := queryInts(t, nc, "SELECT count(*) FROM holder WHERE id = 666"); got[0] != 0 {
 			t.Errorf("%s applied the token holder's entry", n.ID)
 		}
 		if got := queryInts(t, nc, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'forwarded'"); got[0] != 0 {

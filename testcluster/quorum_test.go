@@ -8,12 +8,11 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestLostQuorumSaysSo kills two of three voters and writes to the one
-// left. Before, the write hung 10.5 s and then said "not the leader",
-// which sends a user looking for the leader; now it says that a quorum is
-// missing and how far, within the write's bounded wait.
-func TestLostQuorumSaysSo(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// lostQuorumSaysSo (TestSharedCluster) kills two of three voters and writes
+// to the one left. Before, the write hung 10.5 s and then said "not the
+// leader", which sends a user looking for the leader; now it says that a
+// quorum is missing and how far, within the write's bounded wait.
+func lostQuorumSaysSo(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 20*time.Second)
 	survivor := c.Others(leader)[0]
 	conn := survivor.Client(t)

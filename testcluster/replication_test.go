@@ -90,28 +90,28 @@ func writesOnAnyNodeReplicate(t *testing.T, opts testcluster.Options) {
 	}
 }
 
-// TestDeterministicFunctions replicates writes that use the clock, sequences
-// and random values; every node ends up with the same data.
-func TestDeterministicFunctions(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// deterministicFunctions (TestSharedCluster) replicates writes that use the
+// clock, sequences and random values; every node ends up with the same
+// data.
+func deterministicFunctions(t *testing.T, c *testcluster.Cluster) {
 	conn := c.Nodes[2].Client(t)
 	for _, sql := range []string{
-		"CREATE SEQUENCE s",
-		"CREATE TABLE d(id BIGINT DEFAULT nextval('s'), ts TIMESTAMPTZ, dt DATE, r DOUBLE, u UUID)",
-		"INSERT INTO d(ts, dt, r, u) VALUES (now(), current_date, 1.0, NULL)",
-		"INSERT INTO d SELECT 1000000 + range, current_timestamp, today(), random(), uuid() FROM range(1000)",
-		"INSERT INTO d(u, r, dt, ts, id) SELECT gen_random_uuid(), random(), current_date, now(), 2000000 + range FROM range(10)",
+		"CREATE SEQUENCE fns_id",
+		"CREATE TABLE fns(id BIGINT DEFAULT nextval('fns_id'), ts TIMESTAMPTZ, dt DATE, r DOUBLE, u UUID)",
+		"INSERT INTO fns(ts, dt, r, u) VALUES (now(), current_date, 1.0, NULL)",
+		"INSERT INTO fns SELECT 1000000 + range, current_timestamp, today(), random(), uuid() FROM range(1000)",
+		"INSERT INTO fns(u, r, dt, ts, id) SELECT gen_random_uuid(), random(), current_date, now(), 2000000 + range FROM range(10)",
 		// nextval over several row groups: the order it hands out values
 		// must be the same on every node.
-		"INSERT INTO d(id, ts, dt, r, u) SELECT nextval('s'), now(), current_date, 0.5, NULL FROM range(300000)",
-		"UPDATE d SET r = r + 1 WHERE id % 2 = 0",
-		"DELETE FROM d WHERE id % 7 = 0",
+		"INSERT INTO fns(id, ts, dt, r, u) SELECT nextval('fns_id'), now(), current_date, 0.5, NULL FROM range(300000)",
+		"UPDATE fns SET r = r + 1 WHERE id % 2 = 0",
+		"DELETE FROM fns WHERE id % 7 = 0",
 	} {
 		exec(t, conn, sql)
 	}
 	c.WaitConverged(t, 10*time.Second)
 	// A write that cannot be made deterministic is refused, not diverged.
-	if _, err := conn.Exec(context.Background(), "UPDATE d SET r = random()"); err == nil {
+	if _, err := conn.Exec(context.Background(), "UPDATE fns SET r = random()"); err == nil {
 		t.Fatal("UPDATE … random() was accepted")
 	}
 }

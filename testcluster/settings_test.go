@@ -98,15 +98,14 @@ func TestRemoteReadsFollowSessionAndFrozenNodes(t *testing.T) {
 	})
 }
 
-// A client cannot reconfigure a node: not turn on DuckDB's file logging
-// (with DuckDB 1.5.6 it halted that node's replication, and the process
-// aborted when the client disconnected), not change a setting DuckDB
-// applies to the whole node (a plain SET default_collation made that
-// node's replication compare strings without case), not lock the node's
-// configuration. Each is refused with an error that says so, and the
+// clientCannotReconfigureNode (TestSharedCluster): a client cannot
+// reconfigure a node: not turn on DuckDB's file logging (with DuckDB 1.5.6
+// it halted that node's replication, and the process aborted when the
+// client disconnected), not change a setting DuckDB applies to the whole
+// node (a plain SET default_collation made that node's replication compare
+// strings without case), not lock the node's configuration. Each is refused with an error that says so, and the
 // replicas stay equal through a write the collation would have changed.
-func TestClientCannotReconfigureNode(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+func clientCannotReconfigureNode(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 20*time.Second)
 	via := c.Others(leader)[0]
 	conn := via.Client(t)

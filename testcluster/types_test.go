@@ -13,16 +13,15 @@ import (
 	"github.com/duckraft/duckraft/testcluster"
 )
 
-// TestDuckDB2TypesOnCluster: DuckDB 2.0's types (VARIANT alone and in a
-// list, TUPLE, TIMESTAMPTZ_NS, GEOMETRY) read from a follower and appended
-// back through it, by a Q3 client (SEND_DATA) and a Q1 client (APPEND,
-// without TIMESTAMPTZ_NS, which DuckDB 1.5 lacks): every node holds the
-// client's rows and the state hashes agree. Malformed values a client can
-// send (a VARIANT whose string runs past its data, a TIMETZ with every bit
-// set, which DuckDB itself would misread or die on) are errors, and every
-// node keeps answering.
-func TestDuckDB2TypesOnCluster(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
+// duckDB2TypesOnCluster (TestSharedCluster): DuckDB 2.0's types (VARIANT
+// alone and in a list, TUPLE, TIMESTAMPTZ_NS, GEOMETRY) read from a
+// follower and appended back through it, by a Q3 client (SEND_DATA) and a
+// Q1 client (APPEND, without TIMESTAMPTZ_NS, which DuckDB 1.5 lacks): every
+// node holds the client's rows and the state hashes agree. Malformed values
+// a client can send (a VARIANT whose string runs past its data, a TIMETZ
+// with every bit set, which DuckDB itself would misread or die on) are
+// errors, and every node keeps answering.
+func duckDB2TypesOnCluster(t *testing.T, c *testcluster.Cluster) {
 	leader := c.WaitForLeader(t, 10*time.Second)
 	follower := c.Others(leader)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
