@@ -58,6 +58,11 @@ type fsm struct {
 	keyWindow uint64
 	keys      *keyCache // used only on raft's FSM goroutine
 	serial    *serialThreads
+	// shapes are the apply connection's prepared INSERT shapes
+	// (shapes.go); literalOnly is set while a command that failed on the
+	// prepared path is applied again as literal text.
+	shapes      *shapeCache
+	literalOnly bool
 	// pins fix the settings of every connection that reads or writes
 	// replicated state (pin.go).
 	pins settingPins
@@ -111,7 +116,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial,
-		changed: make(chan struct{}), closing: make(chan struct{})}
+		shapes: newShapeCache(conn, maxShapes), changed: make(chan struct{}), closing: make(chan struct{})}
 	if f.pins, err = readPins(conn); err != nil {
 		f.close()
 		return nil, err
@@ -169,6 +174,8 @@ func (f *fsm) inTxn(fn func() error) error {
 }
 
 func (f *fsm) rollback() {
+	// A rollback may undo DDL that shapes were prepared against.
+	f.shapes.reset()
 	if !f.conn.InTransaction() {
 		return
 	}
@@ -263,6 +270,9 @@ type pending struct {
 	texts []sqltext.Statement
 	// insert is set when the command may join a merged run of INSERTs.
 	insert *plainInsert
+	// literal is set once the command failed on the prepared path: it is
+	// applied as literal text from then on (shapes.go).
+	literal bool
 }
 
 // lexEntry lexes the statements of a command's entry: for a Statement its
@@ -419,6 +429,10 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 		f.rollback()
 		var re *runError
 		switch {
+		case at >= 0 && errors.Is(err, errPrepared):
+			// The literal text decides what the command does.
+			work[at].literal = true
+			continue
 		case errors.As(err, &re) && !nodeLocal(re.err):
 			for i := re.first; i < re.first+re.n; i++ {
 				alone[i] = true
@@ -536,7 +550,10 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 		res := &wal.Result{Index: p.index}
 		err, ok := failed[k]
 		if !ok {
-			if err = f.applyEntry(ctx, p.cmd.Entry, p.texts, p.cmd.Timestamp, res); err != nil {
+			f.literalOnly = p.literal
+			err = f.applyEntry(ctx, p.cmd.Entry, p.texts, p.cmd.Timestamp, res)
+			f.literalOnly = false
+			if err != nil {
 				if nodeLocal(err) || !f.conn.InTransaction() {
 					return -1, fmt.Errorf("entry %d: %w", p.index, err)
 				}
@@ -580,7 +597,11 @@ const pruneEvery = 1024
 func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, texts []sqltext.Statement, ts int64, res *wal.Result) error {
 	switch e := e.(type) {
 	case wal.Statement:
-		return f.applyStatement(ctx, e, lexedAt(texts, 0, e.SQL), res)
+		text := lexedAt(texts, 0, e.SQL)
+		if !keepsCatalog(text) {
+			f.shapes.reset()
+		}
+		return f.applyStatement(ctx, e, text, res)
 	case wal.Append:
 		// An append names its schema as data, which checkStatement never
 		// sees; DuckDB finds schemas whatever the case of their names.
@@ -607,10 +628,13 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, texts []sqltext.State
 			}
 		}
 	case wal.Stage:
+		f.shapes.reset()
 		return f.applyStage(ctx, e, ts, res)
 	case wal.Staged:
+		f.shapes.reset()
 		return f.applyStaged(ctx, e, res)
 	case wal.Unstage:
+		f.shapes.reset()
 		return f.applyUnstage(ctx, e)
 	case wal.NoOp:
 	}
@@ -621,6 +645,21 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, texts []sqltext.State
 func (f *fsm) applyStatement(ctx context.Context, s wal.Statement, text sqltext.Statement, res *wal.Result) error {
 	if err := checkStatement(text); err != nil {
 		return err
+	}
+	if !f.literalOnly {
+		n, ok, err := f.shapes.run(ctx, s, text)
+		switch {
+		case !ok:
+		case err != nil:
+			return err
+		case !f.conn.InTransaction():
+			return errTxnBroken
+		case s.Returning:
+			return setCount(res, n)
+		default:
+			res.RowsChanged += n
+			return nil
+		}
 	}
 	if !s.Returning {
 		args := make([]any, len(s.Params))
@@ -851,6 +890,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.keys = keys
+	f.shapes.reset()
 	f.setApplied(idx)
 	f.log.Info("restored snapshot", "applied", idx)
 	return nil
@@ -869,5 +909,6 @@ func (f *fsm) stopRetrying() {
 
 func (f *fsm) close() error {
 	f.stopRetrying()
+	f.shapes.reset()
 	return errors.Join(f.serial.close(), f.conn.Close())
 }

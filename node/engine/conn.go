@@ -370,6 +370,15 @@ func bind(stmt bindings.PreparedStatement, i int, v any) error {
 		} else {
 			state = bindings.BindBlob(stmt, idx, x)
 		}
+	case Decimal:
+		if x.Width > 18 || x.Scale > x.Width {
+			return fmt.Errorf("DECIMAL(%d,%d) does not fit 64 bits", x.Width, x.Scale)
+		}
+		upper := int64(0)
+		if x.Value < 0 {
+			upper = -1
+		}
+		state = bindings.BindDecimal(stmt, idx, bindings.NewDecimal(x.Width, x.Scale, bindings.NewHugeInt(uint64(x.Value), upper)))
 	case time.Time:
 		ts := bindings.NewTimestamp(x.UnixMicro())
 		if bindings.ParamType(stmt, idx) == bindings.TypeTimestampTZ {

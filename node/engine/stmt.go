@@ -77,3 +77,71 @@ func (s *Stmt) Exec(ctx context.Context, args ...any) (int64, error) {
 func (s *Stmt) Close() {
 	bindings.DestroyPrepare(&s.stmt)
 }
+
+// ParamKind is the type DuckDB bound a parameter of a prepared statement
+// to, for the few types whose Go values Exec binds exactly as DuckDB typed
+// them (ParamTypes); every other type, and any type carrying an alias, is
+// ParamOther.
+type ParamKind uint8
+
+// Parameter kinds.
+const (
+	ParamOther ParamKind = iota
+	ParamTinyInt
+	ParamSmallInt
+	ParamInteger
+	ParamBigInt
+	ParamUTinyInt
+	ParamUSmallInt
+	ParamUInteger
+	ParamUBigInt
+	ParamDecimal
+	ParamVarchar
+)
+
+var paramKinds = map[bindings.Type]ParamKind{
+	bindings.TypeTinyInt: ParamTinyInt, bindings.TypeSmallInt: ParamSmallInt,
+	bindings.TypeInteger: ParamInteger, bindings.TypeBigInt: ParamBigInt,
+	bindings.TypeUTinyInt: ParamUTinyInt, bindings.TypeUSmallInt: ParamUSmallInt,
+	bindings.TypeUInteger: ParamUInteger, bindings.TypeUBigInt: ParamUBigInt,
+	bindings.TypeDecimal: ParamDecimal, bindings.TypeVarchar: ParamVarchar,
+}
+
+// ParamType is the type of one parameter; Width and Scale are set for
+// ParamDecimal.
+type ParamType struct {
+	Kind         ParamKind
+	Width, Scale uint8
+}
+
+// ParamTypes are the types DuckDB resolved for the statement's parameters
+// when it prepared it (for INSERT … VALUES, the target columns' types). A
+// value bound with exactly its parameter's type is used as it is; one of
+// another type makes DuckDB bind and plan the statement again on every
+// Exec.
+func (s *Stmt) ParamTypes() []ParamType {
+	if s.stmt.Ptr == nil {
+		return nil
+	}
+	out := make([]ParamType, int(bindings.NParams(s.stmt)))
+	for i := range out {
+		lt := bindings.ParamLogicalType(s.stmt, bindings.IdxT(i+1))
+		kind := paramKinds[bindings.GetTypeId(lt)]
+		if bindings.LogicalTypeGetAlias(lt) != "" {
+			kind = ParamOther
+		}
+		out[i].Kind = kind
+		if kind == ParamDecimal {
+			out[i].Width, out[i].Scale = bindings.DecimalWidth(lt), bindings.DecimalScale(lt)
+		}
+		bindings.DestroyLogicalType(&lt)
+	}
+	return out
+}
+
+// Decimal is an argument bound as DECIMAL(Width, Scale) holding
+// Value / 10^Scale, for widths up to 18 (DuckDB stores those in 64 bits).
+type Decimal struct {
+	Width, Scale uint8
+	Value        int64
+}
