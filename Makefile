@@ -13,7 +13,7 @@ OTHER_PKGS  = $(filter-out $(shell $(GO) list -tags $(TAGS) $(RACE_PKGS)),$(shel
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/duckraft/duckraft/internal/buildinfo.stamped=$(VERSION)
 
-.PHONY: all build run test test-long race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean
+.PHONY: all build run test test-long race vet fuzz fuzz-sql bench chaos ducklake upgrade-test clean s3-gateway
 
 all: build
 
@@ -39,7 +39,7 @@ export DUCKRAFTD := $(CURDIR)/$(BIN)/duckraftd
 # interleave. Each pass's exit status is printed, and test fails if either
 # failed.
 RACE_LOG ?= $(BIN)/test-race.log
-test: build
+test: build s3-gateway
 	@mkdir -p $(dir $(RACE_LOG)); \
 	{ $(GO) vet -tags $(TAGS) $(PKGS); v=$$?; \
 	  $(GO) test -tags $(TAGS) -count=1 -p 1 -race -timeout 15m $(RACE_PKGS); r=$$?; \
@@ -51,6 +51,14 @@ test: build
 	echo "=== vet and the race pass ($(RACE_PKGS)), from $(RACE_LOG):"; cat $(RACE_LOG); \
 	echo "=== system pass: exit $$system; vet and race pass: exit $$racerc"; \
 	[ $$system -eq 0 ] && [ $$racerc -eq 0 ]
+
+# s3-gateway starts installing the S3 server of the S3 tests (versitygw)
+# in the background when it is missing, after build so that it reuses the
+# standard library just compiled: a machine with an empty build cache then
+# builds it while the tests run, and the S3 tests wait for
+# it (scripts/install-versitygw.sh, cmd/internal/s3backup/s3test).
+s3-gateway:
+	@./scripts/install-versitygw.sh --background
 
 # test-long runs every package without the race detector, with the tests
 # that make test runs at a smaller size at their full size

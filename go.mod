@@ -24,6 +24,7 @@ require (
 	github.com/peterbourgon/ff/v3 v3.4.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
+	github.com/rivo/uniseg v0.4.7
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0

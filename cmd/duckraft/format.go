@@ -8,7 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/rivo/uniseg"
 
 	"github.com/duckraft/duckraft/node/wire"
 )
@@ -34,12 +35,12 @@ var modes = []string{"duckbox", "box", "table", "markdown", "csv", "json", "json
 // last halves of a longer result, with the count in a footer.
 const maxRows = 40
 
-// newPrinter returns the printer of mode writing to w; cols is the width
-// duckbox fits a result into (the terminal's).
-func newPrinter(mode string, w io.Writer, cols int) (printer, error) {
+// newPrinter returns the printer of mode writing to w; duckbox fits a
+// result into the width of w when it is a terminal.
+func newPrinter(mode string, w io.Writer) (printer, error) {
 	switch mode {
 	case "duckbox":
-		return duckboxPrinter{w: w, maxRows: maxRows, maxWidth: max(80, cols)}, nil
+		return duckboxPrinter{w: w, maxRows: maxRows, width: terminalWidth(w)}, nil
 	case "box", "table", "markdown":
 		return columnPrinter{w: w, style: mode}, nil
 	case "csv":
@@ -131,8 +132,9 @@ func numeric(t wire.LogicalType) bool {
 	return false
 }
 
-// width is how many terminal columns s takes (a rune one).
-func width(s string) int { return utf8.RuneCountInString(s) }
+// width is how many terminal columns s takes: its grapheme clusters, two
+// for a wide one (CJK, emoji), none for a zero-width one.
+func width(s string) int { return uniseg.StringWidth(s) }
 
 type csvPrinter struct{ w io.Writer }
 

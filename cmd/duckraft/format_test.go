@@ -8,8 +8,8 @@ import (
 
 // TestOutputModes prints results in DuckDB's shell modes against a real
 // Quack server (real DuckDB): duckbox shows 40 rows of a longer result,
-// its first and last 20 around three rows of "·", and a footer with the
-// count; lists and structs are JSON values in json mode.
+// its first and last 20 around three rows of "·", and the count under
+// the box (DuckDB 2.0's footer); lists and structs are JSON values in json mode.
 func TestOutputModes(t *testing.T) {
 	addr := startServer(t)
 	cases := []struct {
@@ -17,9 +17,9 @@ func TestOutputModes(t *testing.T) {
 	}{
 		{"duckbox 100 rows", "duckbox", "SELECT * FROM range(100)", "┌────────────┐\n│   range    │\n│   int64    │\n├────────────┤\n" +
 			rowsOf(0, 20) + "│          · │\n│          · │\n│          · │\n" + rowsOf(80, 100) +
-			"├────────────┤\n│  100 rows  │\n│ (40 shown) │\n└────────────┘\n"},
+			"└────────────┘\n   100 rows \n  (40 shown) \n"},
 		{"duckbox 43 rows all shown", "duckbox", "SELECT * FROM range(43)", "│    41 │\n│    42 │\n└───────┘\n"},
-		{"duckbox empty", "duckbox", "SELECT 1 AS a WHERE false", "┌────────┐\n│   a    │\n│ int32  │\n├────────┤\n│ 0 rows │\n└────────┘\n"},
+		{"duckbox empty", "duckbox", "SELECT 1 AS a WHERE false", "┌────────┐\n│   a    │\n│ int32  │\n└────────┘\n  0 rows\n"},
 		{"duckbox text left, numbers right", "duckbox", "SELECT 'duck' AS s, 12345 AS n UNION ALL SELECT 'x', 1 ORDER BY n", "┌─────────┬───────┐\n│    s    │   n   │\n│ varchar │ int32 │\n├─────────┼───────┤\n│ x       │     1 │\n│ duck    │ 12345 │\n└─────────┴───────┘\n"},
 		{"box", "box", "SELECT 'a' AS name, 1 AS n", "┌──────┬───┐\n│ name │ n │\n├──────┼───┤\n│ a    │ 1 │\n└──────┴───┘\n"},
 		{"table", "table", "SELECT 'a' AS name, 1 AS n", "+------+---+\n| name | n |\n+------+---+\n| a    | 1 |\n+------+---+\n"},

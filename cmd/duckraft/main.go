@@ -87,7 +87,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "duckraft: unexpected arguments %q (commands: %s)\n", pos, strings.Join(commands, ", "))
 		return 2
 	}
-	out, err := newPrinter(g.format, stdout, outputWidth(stdout))
+	out, err := newPrinter(g.format, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "duckraft:", err)
 		return 2
@@ -129,15 +129,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// outputWidth is the width duckbox fits results into: the terminal's when
-// w is one, else 120 columns, as DuckDB's shell.
-func outputWidth(w io.Writer) int {
-	if f, ok := w.(*os.File); ok {
-		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
-			return cols
-		}
+// terminalWidth asks the width of w's terminal, as duckbox does before
+// each result (the terminal may have been resized); nil when w is not a
+// terminal, where DuckDB's shell sets no width limit.
+func terminalWidth(w io.Writer) func() int {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
 	}
-	return 120
+	return func() int {
+		cols, _, err := term.GetSize(int(f.Fd()))
+		if err != nil || cols <= 0 {
+			return minBoxWidth
+		}
+		return cols
+	}
 }
 
 func envOr(key, def string) string {

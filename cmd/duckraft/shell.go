@@ -182,7 +182,7 @@ func (s *session) dotCommand(cmd string) (quit, ok bool) {
 			return false, false
 		}
 		w := writerOf(s.out)
-		p, err := newPrinter(f[1], w, outputWidth(w))
+		p, err := newPrinter(f[1], w)
 		if err != nil {
 			fmt.Fprintln(s.stderr, "Error:", err)
 			return false, false
@@ -247,7 +247,11 @@ func (s *session) tables() bool {
 	for _, n := range names {
 		colWidth = max(colWidth, width(n))
 	}
-	perLine := max(1, (outputWidth(w)+2)/(colWidth+2))
+	lineWidth := 120
+	if tw := terminalWidth(w); tw != nil {
+		lineWidth = tw()
+	}
+	perLine := max(1, (lineWidth+2)/(colWidth+2))
 	lines := (len(names) + perLine - 1) / perLine
 	var b strings.Builder
 	for i := range lines {

@@ -154,6 +154,14 @@ func (term *terminal) typ(s string) {
 	}
 }
 
+// resize makes the terminal cols columns wide.
+func (term *terminal) resize(cols uint16) {
+	term.t.Helper()
+	if err := unix.IoctlSetWinsize(int(term.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 50, Col: cols}); err != nil {
+		term.t.Fatalf("window size: %v", err)
+	}
+}
+
 // ctrlC is the interrupt character: the line discipline sends SIGINT to
 // the foreground process while a statement runs (the terminal is not in
 // raw mode then), and readline reads it as a key at the prompt.
@@ -225,8 +233,11 @@ func TestShellCtrlC(t *testing.T) {
 // TestShellAtAKeyboard types what a user types into the interactive
 // shell: a statement over several lines (the continuation prompt until
 // DuckDB's parser sees it end, with a comment and a string literal whose
-// line ends in ';' in between), DDL that prints nothing, and the .tables
-// and .schema commands.
+// line ends in ';' in between), DDL that prints nothing, the .tables
+// and .schema commands; then, in a terminal narrowed to 80 columns,
+// results wider than it: a nested value laid out over lines as DuckDB's
+// shell lays it out, and wide characters cut with "…" at the terminal's
+// width, the row count under the box.
 func TestShellAtAKeyboard(t *testing.T) {
 	addr := startServer(t)
 	term := startTerminal(t, "--server", addr, "--token", token)
@@ -235,24 +246,35 @@ func TestShellAtAKeyboard(t *testing.T) {
 	steps := []struct {
 		typed string
 		shows string // after what was typed: the next prompt, or a result
+		also  string // shown before it
 	}{
-		{"CREATE TABLE birds(\r", "· "},
-		{"  name VARCHAR, -- a comment that ends in ;\r", "· "},
-		{"  seen INTEGER);\r", "D "},
-		{"INSERT INTO birds VALUES ('wren', 1), ('kite;\r", "· "},
-		{"red', 2);\r", "D "},
+		{"CREATE TABLE birds(\r", "· ", ""},
+		{"  name VARCHAR, -- a comment that ends in ;\r", "· ", ""},
+		{"  seen INTEGER);\r", "D ", ""},
+		{"INSERT INTO birds VALUES ('wren', 1), ('kite;\r", "· ", ""},
+		{"red', 2);\r", "D ", ""},
 		// The literal kept its line break: 'kite;', a newline, 'red'.
-		{"SELECT length(name) AS len FROM birds WHERE seen = 2;\r", "│     9 │"},
-		{"SELECT seen FROM birds WHERE name = 'wren';\r", "│     1 │"},
-		{".tables\r", "birds"},
-		{".schema birds\r", "CREATE TABLE birds"},
+		{"SELECT length(name) AS len FROM birds WHERE seen = 2;\r", "│     9 │", ""},
+		{"SELECT seen FROM birds WHERE name = 'wren';\r", "│     1 │", ""},
+		{".tables\r", "birds", ""},
+		{".schema birds\r", "CREATE TABLE birds", ""},
+		{"SELECT {'name': 'duck', 'tags': ['a', 'b', NULL], 'address': {'street': 'Main Street 1', 'city': 'Amsterdam'}, 'n': 12345} AS s, repeat('x', 60) AS t;\r",
+			"└──────────────────────────────────────┴", "│     'street': Main Street 1,         │                                       │\r\n"},
+		{"SELECT repeat('中', 50) AS wide FROM range(50);\r", "50 rows (40 shown)", "│ " + strings.Repeat("中", 37) + "…  │\r\n"},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
+		if i == 9 {
+			term.resize(80)
+		}
 		m := term.mark()
 		term.typ(s.typed)
 		term.waitFor(m, s.shows, shellBound)
-		if out := term.since(m); strings.Contains(out, "Error") {
+		out := term.since(m)
+		if strings.Contains(out, "Error") {
 			t.Fatalf("typed %q, the shell answered an error: %q", s.typed, out)
+		}
+		if !strings.Contains(out, s.also) {
+			t.Fatalf("typed %q, the shell did not show %q: %q", s.typed, s.also, out)
 		}
 	}
 }
