@@ -51,6 +51,10 @@ type rpcGuard struct {
 	// refusals logs the refused RPCs, by the address the sender claims.
 	refusals *refusalLog
 
+	// lastVote is the last RequestVote raft was handed (watchLeaderDeath
+	// reads it).
+	lastVote atomic.Pointer[voteRequest]
+
 	consumer chan raft.RPC
 	done     chan struct{}
 	once     sync.Once
@@ -156,6 +160,10 @@ func (g *rpcGuard) filter() {
 			if g.refuse(rpc) {
 				continue
 			}
+			if rv, ok := rpc.Command.(*raft.RequestVoteRequest); ok {
+				g.lastVote.Store(&voteRequest{at: time.Now(), term: rv.Term,
+					lastLogTerm: rv.LastLogTerm, lastLogIndex: rv.LastLogIndex})
+			}
 			select {
 			case g.consumer <- rpc:
 			case <-g.done:
@@ -164,6 +172,40 @@ func (g *rpcGuard) filter() {
 		case <-g.done:
 			return
 		}
+	}
+}
+
+// voteRequest is what a candidate's RequestVote said of it.
+type voteRequest struct {
+	at                        time.Time
+	term                      uint64
+	lastLogTerm, lastLogIndex uint64
+}
+
+// errGuardClosed is startElection's error once the transport is closed.
+var errGuardClosed = errors.New("replication: raft transport closed")
+
+// startElection hands raft a TimeoutNow, as a leader transferring its
+// leadership sends one: raft becomes a candidate at once, without a
+// pre-vote, and its RequestVote asks the voters to vote even though they
+// still know a leader. Voting stays raft's (one vote per term, for a log
+// at least as up to date as the voter's), so this changes when an
+// election starts, never who may win it. id and addr are this node's.
+func (g *rpcGuard) startElection(id raft.ServerID, addr raft.ServerAddress) error {
+	resp := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: g.EncodePeer(id, addr)}},
+		RespChan: resp}
+	select {
+	case g.consumer <- rpc:
+	case <-g.done:
+		return errGuardClosed
+	}
+	select {
+	case r := <-resp:
+		return r.Error
+	case <-g.done:
+		return errGuardClosed
 	}
 }
 

@@ -413,6 +413,8 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.propose()
+	s.wg.Add(1)
+	go s.watchLeaderDeath()
 	if cfg.StallHandover > 0 {
 		s.wg.Add(1)
 		go s.handOverWhenStalled()
