@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -169,5 +170,71 @@ func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
 		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != 3 {
 			t.Errorf("%s: count = %d, want 3", nd.id, got)
 		}
+	}
+}
+
+// A node that stood for election refuses pre-votes itself for standFor:
+// a survivor whose heartbeat timeout fires before the RequestVote reaches
+// it must not pass a pre-vote and split the vote. Raft (here a stand-in
+// answering the guard's consumer) still sees every other RPC, and the
+// pre-votes again once standFor has passed.
+func TestStandingRefusesPreVotes(t *testing.T) {
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRPCGuard(trans, func() uint64 { return 5 }, nil, testLogger())
+	defer g.Close()
+	g.standFor = time.Minute
+	var asked atomic.Int64
+	go func() {
+		for {
+			select {
+			case rpc := <-g.Consumer():
+				switch rpc.Command.(type) {
+				case *raft.TimeoutNowRequest:
+					rpc.Respond(&raft.TimeoutNowResponse{}, nil)
+				case *raft.RequestPreVoteRequest:
+					asked.Add(1)
+					rpc.Respond(&raft.RequestPreVoteResponse{Term: 5, Granted: true}, nil)
+				default:
+					rpc.Respond(nil, errors.New("unexpected RPC"))
+				}
+			case <-g.done:
+				return
+			}
+		}
+	}()
+	peer, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	preVote := func() bool {
+		t.Helper()
+		req := &raft.RequestPreVoteRequest{Term: 6, LastLogTerm: 5, LastLogIndex: 10,
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("peer"), Addr: []byte(peer.LocalAddr())}}
+		var resp raft.RequestPreVoteResponse
+		if err := peer.RequestPreVote("self", trans.LocalAddr(), req, &resp); err != nil {
+			t.Fatalf("pre-vote: %v", err)
+		}
+		return resp.Granted
+	}
+
+	if !preVote() {
+		t.Fatal("pre-vote refused before this node stood")
+	}
+	if err := g.startElection("self", trans.LocalAddr()); err != nil {
+		t.Fatalf("startElection: %v", err)
+	}
+	if preVote() {
+		t.Error("pre-vote granted while this node stands for election")
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("raft asked %d pre-votes, want 1: the one before standing", n)
+	}
+	g.standing.Store(time.Now().Add(-g.standFor).UnixNano())
+	if !preVote() {
+		t.Error("pre-vote refused after standFor")
 	}
 }

@@ -54,6 +54,11 @@ type rpcGuard struct {
 	// lastVote is the last RequestVote raft was handed (watchLeaderDeath
 	// reads it).
 	lastVote atomic.Pointer[voteRequest]
+	// standing is when this node last stood for election through
+	// startElection, in Unix nanoseconds, and standFor how long after it
+	// this node refuses pre-votes itself (see startElection).
+	standing atomic.Int64
+	standFor time.Duration
 
 	consumer chan raft.RPC
 	done     chan struct{}
@@ -160,6 +165,10 @@ func (g *rpcGuard) filter() {
 			if g.refuse(rpc) {
 				continue
 			}
+			if pv, ok := rpc.Command.(*raft.RequestPreVoteRequest); ok && g.refusingPreVotes() {
+				rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: pv.RPCHeader, Term: g.current()}, nil)
+				continue
+			}
 			if rv, ok := rpc.Command.(*raft.RequestVoteRequest); ok {
 				g.lastVote.Store(&voteRequest{at: time.Now(), term: rv.Term,
 					lastLogTerm: rv.LastLogTerm, lastLogIndex: rv.LastLogIndex})
@@ -191,7 +200,16 @@ var errGuardClosed = errors.New("replication: raft transport closed")
 // still know a leader. Voting stays raft's (one vote per term, for a log
 // at least as up to date as the voter's), so this changes when an
 // election starts, never who may win it. id and addr are this node's.
+//
+// For standFor after it, this node refuses pre-votes itself: raft grants
+// them while it is a candidate without a leader, and a survivor whose
+// heartbeat timeout fires before this node's RequestVote reaches it would
+// pass its pre-vote, ask for votes in the same term and split the vote.
+// Refused, it waits as a candidate without a leader, and votes for this
+// node when its RequestVote comes. A pre-vote decides nothing; refusing
+// one only delays that candidate.
 func (g *rpcGuard) startElection(id raft.ServerID, addr raft.ServerAddress) error {
+	g.standing.Store(time.Now().UnixNano())
 	resp := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
 		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: g.EncodePeer(id, addr)}},
@@ -207,6 +225,13 @@ func (g *rpcGuard) startElection(id raft.ServerID, addr raft.ServerAddress) erro
 	case <-g.done:
 		return errGuardClosed
 	}
+}
+
+// refusingPreVotes reports whether this node stood for election less than
+// standFor ago.
+func (g *rpcGuard) refusingPreVotes() bool {
+	at := g.standing.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < g.standFor
 }
 
 // Consumer implements raft.Transport: the RPCs that passed the check.
