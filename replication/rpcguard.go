@@ -165,8 +165,9 @@ func (g *rpcGuard) filter() {
 			if g.refuse(rpc) {
 				continue
 			}
-			if pv, ok := rpc.Command.(*raft.RequestPreVoteRequest); ok && g.refusingPreVotes() {
-				rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: pv.RPCHeader, Term: g.current()}, nil)
+			if _, ok := rpc.Command.(*raft.RequestPreVoteRequest); ok && g.refusingPreVotes() {
+				rpc.Respond(&raft.RequestPreVoteResponse{Term: g.current(),
+					RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: g.EncodePeer("", g.LocalAddr())}}, nil)
 				continue
 			}
 			if rv, ok := rpc.Command.(*raft.RequestVoteRequest); ok {
