@@ -51,6 +51,15 @@ type rpcGuard struct {
 	// refusals logs the refused RPCs, by the address the sender claims.
 	refusals *refusalLog
 
+	// lastVote is the last RequestVote raft was handed (watchLeaderDeath
+	// reads it).
+	lastVote atomic.Pointer[voteRequest]
+	// standing is when this node last stood for election through
+	// startElection, in Unix nanoseconds, and standFor how long after it
+	// this node refuses pre-votes itself (see startElection).
+	standing atomic.Int64
+	standFor time.Duration
+
 	consumer chan raft.RPC
 	done     chan struct{}
 	once     sync.Once
@@ -156,6 +165,15 @@ func (g *rpcGuard) filter() {
 			if g.refuse(rpc) {
 				continue
 			}
+			if _, ok := rpc.Command.(*raft.RequestPreVoteRequest); ok && g.refusingPreVotes() {
+				rpc.Respond(&raft.RequestPreVoteResponse{Term: g.current(),
+					RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: g.EncodePeer("", g.LocalAddr())}}, nil)
+				continue
+			}
+			if rv, ok := rpc.Command.(*raft.RequestVoteRequest); ok {
+				g.lastVote.Store(&voteRequest{at: time.Now(), term: rv.Term,
+					lastLogTerm: rv.LastLogTerm, lastLogIndex: rv.LastLogIndex})
+			}
 			select {
 			case g.consumer <- rpc:
 			case <-g.done:
@@ -165,6 +183,56 @@ func (g *rpcGuard) filter() {
 			return
 		}
 	}
+}
+
+// voteRequest is what a candidate's RequestVote said of it.
+type voteRequest struct {
+	at                        time.Time
+	term                      uint64
+	lastLogTerm, lastLogIndex uint64
+}
+
+// errGuardClosed is startElection's error once the transport is closed.
+var errGuardClosed = errors.New("replication: raft transport closed")
+
+// startElection hands raft a TimeoutNow, as a leader transferring its
+// leadership sends one: raft becomes a candidate at once, without a
+// pre-vote, and its RequestVote asks the voters to vote even though they
+// still know a leader. Voting stays raft's (one vote per term, for a log
+// at least as up to date as the voter's), so this changes when an
+// election starts, never who may win it. id and addr are this node's.
+//
+// For standFor after it, this node refuses pre-votes itself: raft grants
+// them while it is a candidate without a leader, and a survivor whose
+// heartbeat timeout fires before this node's RequestVote reaches it would
+// pass its pre-vote, ask for votes in the same term and split the vote.
+// Refused, it waits as a candidate without a leader, and votes for this
+// node when its RequestVote comes. A pre-vote decides nothing; refusing
+// one only delays that candidate.
+func (g *rpcGuard) startElection(id raft.ServerID, addr raft.ServerAddress) error {
+	g.standing.Store(time.Now().UnixNano())
+	resp := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: g.EncodePeer(id, addr)}},
+		RespChan: resp}
+	select {
+	case g.consumer <- rpc:
+	case <-g.done:
+		return errGuardClosed
+	}
+	select {
+	case r := <-resp:
+		return r.Error
+	case <-g.done:
+		return errGuardClosed
+	}
+}
+
+// refusingPreVotes reports whether this node stood for election less than
+// standFor ago.
+func (g *rpcGuard) refusingPreVotes() bool {
+	at := g.standing.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < g.standFor
 }
 
 // Consumer implements raft.Transport: the RPCs that passed the check.

@@ -351,6 +351,7 @@ func Open(cfg Config) (*Store, error) {
 	s.trans = newRPCGuard(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
 	}), s.term.current, s.logs, tlog)
+	s.trans.standFor = cfg.ElectionTimeout
 	cleanup = append(cleanup, s.trans.Close)
 
 	// A bootstrapping node whose database already holds state (a backup
@@ -413,6 +414,8 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.propose()
+	s.wg.Add(1)
+	go s.watchLeaderDeath()
 	if cfg.StallHandover > 0 {
 		s.wg.Add(1)
 		go s.handOverWhenStalled()

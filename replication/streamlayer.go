@@ -48,6 +48,9 @@ type tlsStreamLayer struct {
 
 	accepted chan net.Conn
 	slots    chan struct{}
+	// ended is signalled when an inbound connection handed to raft fails
+	// a read: its peer closed it, or died (see watchLeaderDeath).
+	ended chan struct{}
 	// ctx ends handshakes in progress when the layer closes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -69,7 +72,8 @@ func newTLSStreamLayer(bind string, advertise net.Addr, conf *tls.Config, timeou
 	}
 	l := &tlsStreamLayer{ln: ln, advertise: advertise, conf: conf, refusals: newRefusalLog(log, time.Minute),
 		timeout:  timeout,
-		accepted: make(chan net.Conn), slots: make(chan struct{}, maxHandshakes), closing: make(chan struct{})}
+		accepted: make(chan net.Conn), slots: make(chan struct{}, maxHandshakes), ended: make(chan struct{}, 1),
+		closing: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.dialing, l.stopDialer = context.WithCancel(context.Background())
 	addr, ok := l.Addr().(*net.TCPAddr)
@@ -132,10 +136,29 @@ func (l *tlsStreamLayer) handshake(raw net.Conn) {
 		return
 	}
 	select {
-	case l.accepted <- tc:
+	case l.accepted <- &watchedConn{Conn: tc, ended: l.ended}:
 	case <-l.closing:
 		tc.Close()
 	}
+}
+
+// watchedConn is an inbound connection that signals ended when a read
+// fails. The connections a leader opens to a follower end this way when
+// its process dies: the kernel closes them.
+type watchedConn struct {
+	net.Conn
+	ended chan<- struct{}
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		select {
+		case c.ended <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }
 
 // Accept implements net.Listener: the next connection whose handshake
@@ -211,6 +234,39 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 			return nil, fmt.Errorf("raft dial %s: %w", address, err)
 		}
 	}
+}
+
+// probeResult is what a probe of a peer's Raft port found.
+type probeResult int
+
+const (
+	// probeUnknown: the probe neither completed nor was refused (a
+	// timeout, a reset): the peer may be slow, or dying.
+	probeUnknown probeResult = iota
+	// probeRefused: the peer's host answered and nothing listens on the
+	// port; its process is gone.
+	probeRefused
+	// probeAnswered: the peer completed a TLS handshake.
+	probeAnswered
+)
+
+// probe dials address once, within timeout, without retrying a refusal,
+// and closes the connection: whether the peer's Raft port listens. The
+// handshake completes, so a live peer's transport sees a connection close
+// and logs nothing.
+func (l *tlsStreamLayer) probe(address raft.ServerAddress, timeout time.Duration) probeResult {
+	ctx, cancel := context.WithTimeout(l.dialing, timeout)
+	defer cancel()
+	d := tls.Dialer{Config: l.conf}
+	c, err := d.DialContext(ctx, "tcp", string(address))
+	switch {
+	case err == nil:
+		c.Close()
+		return probeAnswered
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return probeRefused
+	}
+	return probeUnknown
 }
 
 // stopDialing makes every dial fail at once from now on, ending those
