@@ -40,35 +40,8 @@ type plainInsert struct {
 // of the same target. It is conservative: anything it does not fully
 // understand is not merged.
 func parsePlainInsert(st sqltext.Statement) (plainInsert, bool) {
-	if st.Err() != nil {
-		return plainInsert{}, false
-	}
-	var sig []sqltext.Token
-	for _, t := range st.Tokens() {
-		switch t.Kind {
-		case sqltext.TokComment:
-			return plainInsert{}, false
-		case sqltext.TokSpace:
-		default:
-			sig = append(sig, t)
-		}
-	}
-	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
-		sig = sig[:n-1]
-	}
-	if len(sig) < 5 || !sig[0].Is("insert") || !sig[1].Is("into") {
-		return plainInsert{}, false
-	}
-	k, ok := qualifiedName(sig, 2)
+	sig, k, ok := insertValuesHead(st)
 	if !ok {
-		return plainInsert{}, false
-	}
-	if k < len(sig) && sig[k].IsPunct('(') {
-		if k, ok = columnList(sig, k); !ok {
-			return plainInsert{}, false
-		}
-	}
-	if k >= len(sig) || !sig[k].Is("values") {
 		return plainInsert{}, false
 	}
 	target := normalize(sig[:k+1])
@@ -95,6 +68,44 @@ func parsePlainInsert(st sqltext.Statement) (plainInsert, bool) {
 		values: st.Text[sig[start].Pos : last.Pos+len(last.Text)],
 		rows:   rows,
 	}, true
+}
+
+// insertValuesHead reads the head of INSERT INTO name [(columns)] VALUES
+// in st: its significant tokens (a statement with a comment is refused,
+// a final semicolon dropped) and the index of VALUES among them.
+func insertValuesHead(st sqltext.Statement) ([]sqltext.Token, int, bool) {
+	if st.Err() != nil {
+		return nil, 0, false
+	}
+	var sig []sqltext.Token
+	for _, t := range st.Tokens() {
+		switch t.Kind {
+		case sqltext.TokComment:
+			return nil, 0, false
+		case sqltext.TokSpace:
+		default:
+			sig = append(sig, t)
+		}
+	}
+	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
+		sig = sig[:n-1]
+	}
+	if len(sig) < 5 || !sig[0].Is("insert") || !sig[1].Is("into") {
+		return nil, 0, false
+	}
+	k, ok := qualifiedName(sig, 2)
+	if !ok {
+		return nil, 0, false
+	}
+	if k < len(sig) && sig[k].IsPunct('(') {
+		if k, ok = columnList(sig, k); !ok {
+			return nil, 0, false
+		}
+	}
+	if k >= len(sig) || !sig[k].Is("values") {
+		return nil, 0, false
+	}
+	return sig, k, true
 }
 
 // qualifiedName reads name[.name[.name]] at k and returns the position

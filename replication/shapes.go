@@ -79,35 +79,8 @@ type shaped struct {
 
 // shapeOf parameterizes st if it is of the accepted form (see above).
 func shapeOf(st sqltext.Statement) (shaped, bool) {
-	if st.Err() != nil {
-		return shaped{}, false
-	}
-	var sig []sqltext.Token
-	for _, t := range st.Tokens() {
-		switch t.Kind {
-		case sqltext.TokComment:
-			return shaped{}, false
-		case sqltext.TokSpace:
-		default:
-			sig = append(sig, t)
-		}
-	}
-	if n := len(sig); n > 0 && sig[n-1].IsPunct(';') {
-		sig = sig[:n-1]
-	}
-	if len(sig) < 5 || !sig[0].Is("insert") || !sig[1].Is("into") {
-		return shaped{}, false
-	}
-	k, ok := qualifiedName(sig, 2)
+	sig, k, ok := insertValuesHead(st)
 	if !ok {
-		return shaped{}, false
-	}
-	if k < len(sig) && sig[k].IsPunct('(') {
-		if k, ok = columnList(sig, k); !ok {
-			return shaped{}, false
-		}
-	}
-	if k >= len(sig) || !sig[k].Is("values") {
 		return shaped{}, false
 	}
 	var b strings.Builder
