@@ -2,8 +2,10 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +262,47 @@ func TestSendDataBadInput(t *testing.T) {
 	}
 	if got := queryRows(t, c, "SELECT count(*) FROM s"); got[0][0] != int64(2) {
 		t.Fatalf("the stream inserted %v rows, want 2", got[0][0])
+	}
+}
+
+// TestOversizedMessageIsAnswered sends a session's message a little over
+// the limit, again and again on one keep-alive connection. Before, the
+// server closed the connection without reading the rest of the body, and a
+// client still sending it could get "connection reset by peer" instead of
+// the answer (CI saw it under -race); the connection was never reused. Now
+// the remainder of a session's body (up to net/http's 256 KiB) is read, the
+// answer arrives, and the connection serves the next request.
+func TestOversizedMessageIsAnswered(t *testing.T) {
+	addr, _ := startServer(t, func(c *node.Config) { c.MaxMessageBytes = 1 << 16 })
+	id := openSession(t, addr)
+	body := encode(t, wire.Q1, wire.Header{Type: wire.MsgPrepareRequest, ConnectionID: id},
+		&wire.PrepareRequest{SQL: "SELECT '" + strings.Repeat("x", 1<<17) + "'"})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	url := "http://" + strings.TrimPrefix(addr, "quack:") + "/quack"
+	for i := range 10 {
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, msg, err := wire.DecodeMessage(data, wire.Q1, wire.Limits{})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		wantError(t, resp.StatusCode, msg, "exceeds the server's limit")
+		if i > 0 && !reused {
+			t.Fatalf("request %d came on a new connection: the server closed the last one after refusing it", i)
+		}
 	}
 }

@@ -155,6 +155,11 @@ type inbound struct {
 	r *http.Request
 	// member is set for a member's request: it takes no budget.
 	member bool
+	// admitted is set once the request's session has been checked: a
+	// refusal from then on is an answer to a client that holds a
+	// credential, whose unread remainder net/http may drain so that the
+	// client reads the answer rather than a reset.
+	admitted bool
 	// buf is what has been read of the body; done is set once all of it
 	// has been.
 	buf  []byte
@@ -302,9 +307,6 @@ func (in *inbound) read(ctx context.Context) (h wire.Header, body *wire.Reader, 
 		}
 		return h, nil, nil, nil, err
 	}
-	if in.r.ContentLength > s.cfg.MaxMessageBytes {
-		return refuse(errTooLarge(s.cfg.MaxMessageBytes))
-	}
 	in.step = s.bodies
 	first := int64(peekBytes)
 	if in.r.ContentLength >= 0 {
@@ -343,6 +345,7 @@ func (in *inbound) read(ctx context.Context) (h wire.Header, body *wire.Reader, 
 		// would be, and sent there as it came (forward.go).
 		if away = resp; away == nil {
 			in.member = in.member || sess.member
+			in.admitted = true
 		}
 	}
 	if in.r.ContentLength > limit {

@@ -522,10 +522,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) (h wire.Header, 
 			return h, resp, in.received, false
 		}
 	case refused != nil:
-		if !in.done {
-			// The rest of the body is not read: net/http, which would
-			// read up to 256 KiB of it to reuse the connection, gives up
-			// at once and closes the connection after the answer.
+		if !in.done && !in.admitted {
+			// A stranger's body is not read: net/http, which would read
+			// up to 256 KiB of it to reuse the connection, gives up at
+			// once and closes the connection after the answer. A
+			// session's client (a message over the limit) has the rest
+			// of its body read, up to net/http's 256 KiB and within
+			// GuardBodies' deadline, so that it reads the answer rather
+			// than a connection reset while it is still sending.
 			http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 		resp = *refused

@@ -149,6 +149,14 @@ func duckDB2ClientOnCluster(t *testing.T, c *testcluster.Cluster) {
 		}
 	}
 
+	// A read at consistency 'any' answers from the node's own state, which
+	// may trail the leader's commit by an entry: wait until every node has
+	// applied what the leader committed.
+	committed, err := leader.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitForIndex(t, committed.Commit, 30*time.Second)
 	for _, n := range c.Nodes {
 		nc := n.Client(t)
 		exec(t, nc, "SET duckraft_consistency = 'any'")
