@@ -561,6 +561,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 			}
 		}
 		if err != nil {
+			err = validUTF8(err)
 			*p.out = cmdResult{err: fmt.Errorf("entry %d: %w", p.index, err)}
 		} else {
 			*p.out = cmdResult{res: res}

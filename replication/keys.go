@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/duckraft/duckraft/node/engine"
 	"github.com/duckraft/duckraft/node/wire"
@@ -36,6 +38,26 @@ func (r *keyRecord) replay() (cmdResult, error) {
 		}
 	}
 	return cmdResult{res: res}, nil
+}
+
+// validUTF8 returns err, or, when its text or exception type is not valid
+// UTF-8, an engine.Error that reads the same with each invalid byte
+// sequence replaced by U+FFFD. An error is stored in _duckraft.keys and
+// sent to clients as VARCHAR, which must be UTF-8: before, a statement
+// whose error quoted an invalid name from a hand-made log entry made every
+// applier retry its key record forever. The replacement depends only on
+// the text, so every node records and answers the same error, and a
+// replay reads like the first answer.
+func validUTF8(err error) error {
+	var typ string
+	if e, ok := errors.AsType[*engine.Error](err); ok {
+		typ = e.Type
+	}
+	msg := err.Error()
+	if utf8.ValidString(msg) && utf8.ValidString(typ) {
+		return err
+	}
+	return &engine.Error{Type: strings.ToValidUTF8(typ, "\uFFFD"), Message: strings.ToValidUTF8(msg, "\uFFFD")}
 }
 
 // newKeyRecord records the outcome of applying the command with key at idx.

@@ -5,7 +5,10 @@ import (
 	"context"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 
@@ -192,5 +195,43 @@ func TestCountResult(t *testing.T) {
 			!reflect.DeepEqual(got.Chunks, want.Chunks) {
 			t.Errorf("%s: got %+v, DuckDB returns %+v", sql, got, want)
 		}
+	}
+}
+
+// TestInvalidUTF8ErrorIsRecorded applies a hand-made keyed entry whose
+// statement fails with an error that quotes bytes that are not UTF-8 (a
+// leader never proposes one: DuckDB's parser refuses such text). Before,
+// the key record could not be stored and the applier retried the batch
+// forever; now the error is recorded with U+FFFD in place of the bytes,
+// and a retry with the same key replays exactly the first answer.
+func TestInvalidUTF8ErrorIsRecorded(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := openFSM(t, db)
+	defer f.close()
+	results(t, f, logEntry(t, 1, stmt("CREATE TABLE t(s VARCHAR)")))
+	bad := wal.Command{Key: []byte("a"), Timestamp: 1, Entry: wal.Statement{SQL: "INSERT INTO \"t\xff\" VALUES (1)"}}
+	apply := func(idx uint64) cmdResult {
+		t.Helper()
+		done := make(chan []cmdResult, 1)
+		go func() { done <- f.ApplyBatch([]*raft.Log{logEntry(t, idx, bad)})[0].(*entryResult).results }()
+		select {
+		case r := <-done:
+			return r[0]
+		case <-time.After(time.Minute):
+			t.Fatalf("entry %d was not applied within a minute: the applier is stuck on its key record", idx)
+		}
+		return cmdResult{}
+	}
+	first := apply(2)
+	if first.err == nil || !utf8.ValidString(first.err.Error()) || !strings.Contains(first.err.Error(), "t\uFFFD") {
+		t.Fatalf("first answer: %v, want an error naming t\\uFFFD", first.err)
+	}
+	again := apply(3)
+	if again.err == nil || again.err.Error() != first.err.Error() {
+		t.Fatalf("retry answered %v, want the first answer %v", again.err, first.err)
+	}
+	if got := queryInt(t, db, "SELECT count(*) FROM _duckraft.keys WHERE key <> '' AND err_msg IS NOT NULL"); got != 1 {
+		t.Fatalf("recorded failed keys = %d, want 1", got)
 	}
 }
