@@ -12,8 +12,9 @@
 // packages in parallel; several checkouts may test at once) would still
 // pick the same ports now and then, and a node restarted on its port finds
 // it taken by another process's node. So a process claims blocks of ports
-// with an exclusive lock on a file per block in the system's temporary
-// directory, held until the process exits (the kernel drops the lock even
+// with an exclusive lock on a file per block in /tmp (whatever $TMPDIR
+// says: two processes with different TMPDIRs each locked their own files,
+// and a benchmark's node took the Raft port of a test's), held until the process exits (the kernel drops the lock even
 // after SIGKILL), and hands out ports of its own blocks only.
 package freeport
 
@@ -48,10 +49,13 @@ var (
 	// lockDir is where the blocks' lock files are; "" when it cannot be
 	// made, and then ports are picked from the whole range, as unclaimed.
 	lockDir = func() string {
-		d := filepath.Join(os.TempDir(), "duckraft-freeport")
+		d := filepath.Join(sharedTempDir, "duckraft-freeport")
 		if err := os.MkdirAll(d, 0o777); err != nil {
 			return ""
 		}
+		// MkdirAll's mode is cut by the umask: every user's processes
+		// must be able to add lock files.
+		os.Chmod(d, 0o777|os.ModeSticky)
 		return d
 	}()
 )

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -59,4 +61,53 @@ func TestBlocksAreClaimed(t *testing.T) {
 	if err := tryLock(f); err == nil {
 		t.Errorf("the block of %s could be locked again: another process could take its ports", a)
 	}
+}
+
+// TestLocksIgnoreTMPDIR starts this test binary again with its own
+// $TMPDIR, as a benchmark script gives each run, and has it try to lock a
+// block this process holds. Before, the lock files lived under
+// os.TempDir(): the child locked a file of its own and handed out the same
+// ports (a benchmark's duckraftd then held the Raft port of a test's node).
+func TestLocksIgnoreTMPDIR(t *testing.T) {
+	if os.Getenv("FREEPORT_CHILD_BLOCK") != "" {
+		return
+	}
+	if lockDir == "" {
+		t.Skip("no lock directory")
+	}
+	a, err := Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, portText, _ := net.SplitHostPort(a)
+	port, _ := strconv.Atoi(portText)
+	start := low + (port-low)/blockSize*blockSize
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestChildLocksBlock$", "-test.v")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "FREEPORT_CHILD_BLOCK="+strconv.Itoa(start))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "refused") {
+		t.Fatalf("a process with another TMPDIR could lock block %d this one holds:\n%s", start, out)
+	}
+}
+
+// TestChildLocksBlock is TestLocksIgnoreTMPDIR's child: it reports whether
+// it could lock the block it is given.
+func TestChildLocksBlock(t *testing.T) {
+	start := os.Getenv("FREEPORT_CHILD_BLOCK")
+	if start == "" {
+		t.Skip("run by TestLocksIgnoreTMPDIR")
+	}
+	f, err := os.OpenFile(filepath.Join(lockDir, "block-"+start+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := tryLock(f); err != nil {
+		t.Log("refused")
+		return
+	}
+	t.Log("locked")
 }
