@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -93,6 +94,10 @@ type Cluster struct {
 	// Nil until known.
 	key     []byte
 	keyFile string
+
+	// routers counts the routers started, which name each its own ID
+	// and data directory.
+	routers atomic.Int32
 }
 
 // Node is one node of a cluster: a duckraftd process or an in-process

@@ -31,7 +31,7 @@ type Router struct {
 // duckraftd flags (process mode only). It is killed when the test ends.
 func (c *Cluster) StartRouter(t testing.TB, args ...string) *Router {
 	t.Helper()
-	r := &Router{ID: "router" + strconv.Itoa(len(c.Nodes)+1), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t), HTTPAddr: freeAddr(t)}
+	r := &Router{ID: "router" + strconv.Itoa(int(c.routers.Add(1))), QuackAddr: freeAddr(t), GossipAddr: freeAddr(t), HTTPAddr: freeAddr(t)}
 	var join string
 	for _, n := range c.Nodes {
 		if n.Running() {
