@@ -7,6 +7,7 @@
 # the other tests run. It holds a lock (GOBIN/.versitygw.lock) until it
 # ends; s3test waits on that lock instead of starting a second build, and
 # installs the gateway itself only when no binary came of it.
+# --installed exits 0 when the gateway is installed, 1 when it is not.
 set -euo pipefail
 # The release s3test.Module names (TestInstallScriptMatches checks).
 module=github.com/versity/versitygw/cmd/versitygw@v1.8.0
@@ -17,6 +18,9 @@ if [ -z "$gobin" ]; then
 fi
 if command -v versitygw >/dev/null 2>&1 || [ -x "$gobin/versitygw" ]; then
 	exit 0
+fi
+if [ "${1:-}" = --installed ]; then
+	exit 1 # (--installed: only tell whether it is installed)
 fi
 mkdir -p "$gobin"
 lock="$gobin/.versitygw.lock"
@@ -30,7 +34,7 @@ if [ "${1:-}" = --background ]; then
 		exit 0 # an install is running already
 	fi
 	log="${TMPDIR:-/tmp}/duckraft-versitygw-install.log"
-	echo "versitygw is missing: installing it in the background ($module, log in $log); the S3 tests wait for it"
+	echo "versitygw is missing: installing it in the background ($module, log in $log); make test runs the S3 tests once it has ended"
 	# The child inherits descriptor 9 and with it the lock, held until the
 	# install ends.
 	setsid nohup nice -n 19 "$0" --locked >"$log" 2>&1 </dev/null &
