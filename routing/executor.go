@@ -45,7 +45,13 @@ type Store interface {
 	Prove(ctx context.Context, cmd wal.Command, texts []sqltext.Statement) error
 	IsLeader() bool
 	LeaderID() string
-	AppliedIndex() uint64
+	// AppliedThrough is the index through which this node has applied
+	// the log, counting the entries after the state machine's last that
+	// raft never hands it (a new leader's no-op, barriers): reads judge
+	// by it how far behind an index they need the node is. By the state
+	// machine's own index, a node that saw elections and no write stayed
+	// short of every new session's index for ever (replication.Store).
+	AppliedThrough() uint64
 	// CommitIndex is the newest index this node knows to be committed: a
 	// new session's reads wait for it, so a client reads what another
 	// client's acknowledged write changed.

@@ -292,9 +292,9 @@ func (nd *inmemNode) sessionAs(t *testing.T, role tokens.Role) *node.Session {
 // memStore is a node's replication store: the network's log.
 type memStore struct{ nd *inmemNode }
 
-func (m memStore) IsLeader() bool       { return m.nd.net.leaderID() == m.nd.id }
-func (m memStore) LeaderID() string     { return m.nd.net.leaderID() }
-func (m memStore) AppliedIndex() uint64 { return m.nd.applied.Load() }
+func (m memStore) IsLeader() bool         { return m.nd.net.leaderID() == m.nd.id }
+func (m memStore) LeaderID() string       { return m.nd.net.leaderID() }
+func (m memStore) AppliedThrough() uint64 { return m.nd.applied.Load() }
 
 func (m memStore) CommitIndex() uint64 {
 	m.nd.net.mu.Lock()

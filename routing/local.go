@@ -13,7 +13,7 @@ import (
 // appliedWaiter is what a read run here needs of replication: how far this
 // node has applied the log, and a wait until it applies further.
 type appliedWaiter interface {
-	AppliedIndex() uint64
+	AppliedThrough() uint64 // as Store.AppliedThrough
 	WaitForApplied(ctx context.Context, idx uint64) error
 }
 
@@ -60,7 +60,7 @@ const farBehind = 32
 // here, and otherwise refuses with CodeBehind; a node farBehind refuses at
 // once.
 func (l *localReads) waitApplied(ctx context.Context, idx uint64) error {
-	applied := l.store.AppliedIndex()
+	applied := l.store.AppliedThrough()
 	if applied >= idx {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (l *localReads) waitApplied(ctx context.Context, idx uint64) error {
 	err := l.store.WaitForApplied(wctx, idx)
 	cancel()
 	if err != nil {
-		applied := l.store.AppliedIndex()
+		applied := l.store.AppliedThrough()
 		return &nodeapi.Error{Code: nodeapi.CodeBehind, Index: applied,
 			Message: fmt.Sprintf("duckraft: node is behind the index the read needs (%d, applied %d): %v", idx, applied, err)}
 	}

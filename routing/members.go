@@ -8,7 +8,7 @@ import (
 // leads, and how far this node has applied and knows committed the log.
 type logPosition interface {
 	LeaderID() string
-	AppliedIndex() uint64
+	AppliedThrough() uint64 // as Store.AppliedThrough
 	CommitIndex() uint64
 }
 
@@ -42,7 +42,7 @@ func (m *members) peers() []Peer {
 	leader := m.store.LeaderID()
 	for i := range peers {
 		if m.isSelf(peers[i]) {
-			peers[i].Applied = m.store.AppliedIndex()
+			peers[i].Applied = m.store.AppliedThrough()
 			peers[i].Load = m.load()
 		}
 		if leader != "" {
@@ -55,7 +55,7 @@ func (m *members) peers() []Peer {
 // maxApplied is the furthest applied index this node knows of: a bound on
 // what is committed.
 func (m *members) maxApplied(peers []Peer) uint64 {
-	top := max(m.store.AppliedIndex(), m.store.CommitIndex())
+	top := max(m.store.AppliedThrough(), m.store.CommitIndex())
 	for _, p := range peers {
 		top = max(top, p.Applied)
 	}
@@ -69,7 +69,7 @@ func (m *members) maxApplied(peers []Peer) uint64 {
 // that applied more since it gossiped may have shown a newer state.
 func (m *members) seen(p Peer) uint64 {
 	if m.isSelf(p) {
-		return m.store.AppliedIndex()
+		return m.store.AppliedThrough()
 	}
 	return p.Applied
 }

@@ -55,7 +55,7 @@ func (f fakeStore) Prove(context.Context, wal.Command, []sqltext.Statement) erro
 }
 func (f fakeStore) IsLeader() bool                               { return false }
 func (f fakeStore) LeaderID() string                             { return f.leader }
-func (f fakeStore) AppliedIndex() uint64                         { return f.applied }
+func (f fakeStore) AppliedThrough() uint64                       { return f.applied }
 func (f fakeStore) CommitIndex() uint64                          { return f.applied }
 func (f fakeStore) WaitForApplied(context.Context, uint64) error { return nil }
 func (f fakeStore) ReadIndex(context.Context) (uint64, error)    { return 0, replication.ErrNotLeader }

@@ -34,9 +34,9 @@ func (routerStore) Prove(context.Context, wal.Command, []sqltext.Statement) erro
 	return replication.ErrNotLeader
 }
 
-func (routerStore) IsLeader() bool       { return false }
-func (routerStore) AppliedIndex() uint64 { return 0 }
-func (routerStore) CommitIndex() uint64  { return 0 }
+func (routerStore) IsLeader() bool         { return false }
+func (routerStore) AppliedThrough() uint64 { return 0 }
+func (routerStore) CommitIndex() uint64    { return 0 }
 
 func (r routerStore) LeaderID() string {
 	for _, p := range r.dir.Peers() {

@@ -33,6 +33,7 @@ var sharedTests = []struct {
 	{"OutsiderOnRaftPort", outsiderOnRaftPort},
 	{"TokenHolderIsNoMember", tokenHolderIsNoMember},
 	{"DeterministicFunctions", deterministicFunctions},
+	{"ReadsAfterManyElections", readsAfterManyElections},
 	{"StopLeaderTransfersLeadership", stopLeaderTransfersLeadership},
 	{"LostQuorumSaysSo", lostQuorumSaysSo},
 }
