@@ -39,10 +39,10 @@ func TestAddrIsFreeAndNotRepeated(t *testing.T) {
 	}
 }
 
-// TestBlocksAreClaimed: every port handed out is in a block whose lock
-// file this process holds, so another process (another open of the file)
-// cannot take the block.
-func TestBlocksAreClaimed(t *testing.T) {
+// claimedAddr hands out an address and returns it with the first port of
+// its block; it skips the test where blocks cannot be locked.
+func claimedAddr(t *testing.T) (addr string, blockStart int) {
+	t.Helper()
 	if lockDir == "" {
 		t.Skip("no lock directory")
 	}
@@ -52,7 +52,14 @@ func TestBlocksAreClaimed(t *testing.T) {
 	}
 	_, portText, _ := net.SplitHostPort(a)
 	port, _ := strconv.Atoi(portText)
-	start := low + (port-low)/blockSize*blockSize
+	return a, low + (port-low)/blockSize*blockSize
+}
+
+// TestBlocksAreClaimed: every port handed out is in a block whose lock
+// file this process holds, so another process (another open of the file)
+// cannot take the block.
+func TestBlocksAreClaimed(t *testing.T) {
+	a, start := claimedAddr(t)
 	f, err := os.Open(filepath.Join(lockDir, fmt.Sprintf("block-%d.lock", start)))
 	if err != nil {
 		t.Fatalf("the block of %s has no lock file: %v", a, err)
@@ -72,16 +79,7 @@ func TestLocksIgnoreTMPDIR(t *testing.T) {
 	if os.Getenv("FREEPORT_CHILD_BLOCK") != "" {
 		return
 	}
-	if lockDir == "" {
-		t.Skip("no lock directory")
-	}
-	a, err := Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, portText, _ := net.SplitHostPort(a)
-	port, _ := strconv.Atoi(portText)
-	start := low + (port-low)/blockSize*blockSize
+	_, start := claimedAddr(t)
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestChildLocksBlock$", "-test.v")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "FREEPORT_CHILD_BLOCK="+strconv.Itoa(start))
 	out, err := cmd.CombinedOutput()
