@@ -33,6 +33,13 @@ const (
 // candidate's RequestVote arrives with a log behind their own (raft
 // refuses it) while no leader is known. Otherwise raft's own timers stay
 // in charge, as before.
+//
+// That RequestVote may arrive before this node noticed the death: raft
+// then forgets the leader (it does at every change of term), and the
+// watch would have no leader to probe. So the watch remembers the last
+// leader it saw, and a follower that knows no leader, whose vote a
+// candidate with a shorter log asked for since that leader was last heard
+// from, probes the remembered leader and stands if its port refuses.
 func (s *Store) watchLeaderDeath() {
 	defer s.wg.Done()
 	quiet := s.cfg.HeartbeatTimeout / 2
@@ -50,7 +57,15 @@ func (s *Store) watchLeaderDeath() {
 		gone       raft.ServerID
 		goneAt     time.Time
 		standbyEnd time.Time
+		// lastAddr and lastID: the last leader this follower knew, until
+		// it stands or another leader is known.
+		lastAddr raft.ServerAddress
+		lastID   raft.ServerID
 	)
+	stand := func(gone raft.ServerID, why string) {
+		standby, lastAddr, lastID = false, "", ""
+		s.stand(gone, why)
+	}
 	for {
 		hint := false
 		select {
@@ -69,14 +84,36 @@ func (s *Store) watchLeaderDeath() {
 			if id != "" && id != gone || time.Now().After(standbyEnd) {
 				standby = false
 			} else if s.refusedCandidate(goneAt) {
-				standby = false
-				s.stand(gone, "a candidate's log is behind this node's")
+				stand(gone, "a candidate's log is behind this node's")
 			}
 			continue
 		}
-		if addr == "" || id == raft.ServerID(s.cfg.ID) {
+		if id == raft.ServerID(s.cfg.ID) {
 			continue
 		}
+		if addr == "" {
+			if lastAddr == "" || !s.refusedCandidate(s.raft.LastContact()) {
+				continue
+			}
+			if lastAddr == probed && time.Since(probedAt) < quiet {
+				continue
+			}
+			switch s.layer.probe(lastAddr, deathProbeTimeout) {
+			case probeAnswered:
+				probed, probedAt = lastAddr, time.Now()
+				continue
+			case probeUnknown:
+				continue
+			}
+			if cur, _ := s.raft.LeaderWithID(); cur != "" || s.raft.State() != raft.Follower {
+				continue
+			}
+			if _, ok := s.rankAfter(lastID); ok {
+				stand(lastID, "a candidate's log is behind this node's, and no leader is known")
+			}
+			continue
+		}
+		lastAddr, lastID = addr, id
 		if !hint && time.Since(s.raft.LastContact()) < quiet {
 			continue
 		}
@@ -99,7 +136,7 @@ func (s *Store) watchLeaderDeath() {
 		switch {
 		case !ok:
 		case rank == 0:
-			s.stand(id, "first in line")
+			stand(id, "first in line")
 		default:
 			s.log.Info("leader's Raft port refuses connections; waiting for the first in line's candidacy",
 				"leader", id, "rank", rank)

@@ -173,6 +173,67 @@ func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
 	}
 }
 
+// The first in line's RequestVote may reach the other survivor before
+// that one noticed the leader's death; raft then forgets the leader (a
+// new term), so the survivor must still stand when the candidate's log is
+// behind its own and the leader it last knew refuses connections. The
+// order is forced here: the first in line stands while the leader still
+// runs, and the leader stops once the other survivor has refused the vote.
+func TestDeadLeaderCandidacyBeforeDeathSeen(t *testing.T) {
+	logs := map[string]*failingLogs{}
+	nodes := startCluster(t, 3, func(c *Config) {
+		l := &failingLogs{}
+		logs[c.ID] = l
+		c.WrapLogStore = func(s raft.LogStore) raft.LogStore { l.LogStore = s; return l }
+	})
+	leader := waitLeader(t, nodes)
+	mustExec(t, leader.store, stmt("CREATE TABLE t(id INTEGER)"))
+	res := mustExec(t, leader.store, stmt("INSERT INTO t VALUES (1)"))
+	waitApplied(t, nodes, res.Index)
+
+	var survivors []*testNode
+	for _, nd := range nodes {
+		setHeartbeat(t, nd, slowHeartbeat)
+		if nd != leader {
+			survivors = append(survivors, nd)
+		}
+	}
+	slices.SortFunc(survivors, func(a, b *testNode) int { return strings.Compare(a.id, b.id) })
+	behind, ahead := survivors[0], survivors[1]
+	logs[behind.id].fail.Store(true)
+	res = mustExec(t, leader.store, stmt("INSERT INTO t VALUES (2)"))
+	waitFor(t, 10*time.Second, "the leader's entry on the follower ahead", func() bool {
+		return ahead.store.raft.LastIndex() >= res.Index
+	})
+	logs[behind.id].fail.Store(false)
+
+	term := ahead.store.raft.CurrentTerm()
+	behind.store.stand(raft.ServerID(leader.id), "forced by the test")
+	waitFor(t, 10*time.Second, "the candidacy's term on the follower ahead", func() bool {
+		return ahead.store.raft.CurrentTerm() > term
+	})
+	if addr, _ := ahead.store.raft.LeaderWithID(); addr != "" {
+		t.Fatalf("%s still knows leader %s after a new term", ahead.id, addr)
+	}
+	start := time.Now()
+	leader.stop(t, true)
+	next, took := waitNewLeader(t, survivors, start)
+	t.Logf("%s elected %v after the leader stopped", next.id, took)
+	if took >= slowHeartbeat {
+		t.Fatalf("new leader %v after the leader stopped: raft's heartbeat timeout (%v), not the watch", took, slowHeartbeat)
+	}
+	if next != ahead {
+		t.Errorf("%s won, want %s, whose log is longer", next.id, ahead.id)
+	}
+	res = execOnLeader(t, survivors, stmt("INSERT INTO t VALUES (3)"))
+	waitApplied(t, survivors, res.Index)
+	for _, nd := range survivors {
+		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != 3 {
+			t.Errorf("%s: count = %d, want 3", nd.id, got)
+		}
+	}
+}
+
 // A node that stood for election refuses pre-votes itself for standFor:
 // a survivor whose heartbeat timeout fires before the RequestVote reaches
 // it must not pass a pre-vote and split the vote. Raft (here a stand-in
