@@ -203,6 +203,28 @@ func TestDuckLakeReferenceDuckDB(t *testing.T) {
 	}
 }
 
+// A run with Commits set ends once that many commits were acknowledged,
+// long before its Duration: the committers stop there, and the readers
+// and faults must stop with them (make ducklake's long run went on reading
+// and killing leaders until its duration was over).
+func TestRunEndsAtCommits(t *testing.T) {
+	ctx := context.Background()
+	cfg := localConfig(t, Config{Committers: 2, Readers: 1, Duration: 10 * time.Minute, Commits: 10, Seed: 3})
+	faultsEnded := make(chan struct{})
+	rec, err := Run(ctx, cfg, func(ctx context.Context) {
+		defer close(faultsEnded)
+		<-ctx.Done()
+	})
+	rep := checkRun(t, ctx, cfg, rec, err)
+	<-faultsEnded
+	if rec.Elapsed >= cfg.Duration {
+		t.Errorf("the run lasted %v, its whole duration: it did not end at %d commits", rec.Elapsed, cfg.Commits)
+	}
+	if rep.Acked < cfg.Commits {
+		t.Errorf("%d commits acknowledged, want at least %d", rep.Acked, cfg.Commits)
+	}
+}
+
 // dumpEvents writes the run's events to a file for study.
 func dumpEvents(t *testing.T, rec *Record) {
 	f, err := os.CreateTemp("", "ducklake-events-*.json")

@@ -186,16 +186,25 @@ func Run(ctx context.Context, cfg Config, faults func(ctx context.Context)) (*Re
 	if err := errors.Join(created...); err != nil {
 		return rec, err
 	}
-	// The run lasts Duration, and then until Until holds, at most ten
-	// times as long.
+	// The run lasts Duration, or until Commits commits were acknowledged
+	// (the committers stop there, and the readers and faults with the
+	// run), and then until Until holds, at most ten times Duration.
 	runCtx, cancel := context.WithTimeout(ctx, 10*cfg.Duration)
 	defer cancel()
 	go func() {
 		defer cancel()
-		select {
-		case <-runCtx.Done():
-			return
-		case <-time.After(cfg.Duration):
+		end := time.After(cfg.Duration)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for waiting := true; waiting; {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-end:
+				waiting = false
+			case <-tick.C:
+				waiting = cfg.Commits == 0 || w.acked.Load() < int64(cfg.Commits)
+			}
 		}
 		for cfg.Until != nil && !cfg.Until(rec) {
 			select {
