@@ -91,38 +91,27 @@ func (s *Store) watchLeaderDeath() {
 		if id == raft.ServerID(s.cfg.ID) {
 			continue
 		}
-		if addr == "" {
+		// target is the leader to probe: the one raft knows, or, when a
+		// candidacy's new term made raft forget it, the last one seen.
+		target, targetID := addr, id
+		forgotten := addr == ""
+		if forgotten {
 			if lastAddr == "" || !s.refusedCandidate(s.raft.LastContact()) {
 				continue
 			}
-			if lastAddr == probed && time.Since(probedAt) < quiet {
+			target, targetID = lastAddr, lastID
+		} else {
+			lastAddr, lastID = addr, id
+			if !hint && time.Since(s.raft.LastContact()) < quiet {
 				continue
 			}
-			switch s.layer.probe(lastAddr, deathProbeTimeout) {
-			case probeAnswered:
-				probed, probedAt = lastAddr, time.Now()
-				continue
-			case probeUnknown:
-				continue
-			}
-			if cur, _ := s.raft.LeaderWithID(); cur != "" || s.raft.State() != raft.Follower {
-				continue
-			}
-			if _, ok := s.rankAfter(lastID); ok {
-				stand(lastID, "a candidate's log is behind this node's, and no leader is known")
-			}
+		}
+		if target == probed && time.Since(probedAt) < quiet {
 			continue
 		}
-		lastAddr, lastID = addr, id
-		if !hint && time.Since(s.raft.LastContact()) < quiet {
-			continue
-		}
-		if addr == probed && time.Since(probedAt) < quiet {
-			continue
-		}
-		switch s.layer.probe(addr, deathProbeTimeout) {
+		switch s.layer.probe(target, deathProbeTimeout) {
 		case probeAnswered:
-			probed, probedAt = addr, time.Now()
+			probed, probedAt = target, time.Now()
 			continue
 		case probeUnknown:
 			// A reset while the dying process closes its sockets, or
@@ -132,18 +121,20 @@ func (s *Store) watchLeaderDeath() {
 		if cur, _ := s.raft.LeaderWithID(); cur != addr || s.raft.State() != raft.Follower {
 			continue
 		}
-		rank, ok := s.rankAfter(id)
+		rank, ok := s.rankAfter(targetID)
 		switch {
 		case !ok:
+		case forgotten:
+			stand(targetID, "a candidate's log is behind this node's, and no leader is known")
 		case rank == 0:
-			stand(id, "first in line")
+			stand(targetID, "first in line")
 		default:
 			s.log.Info("leader's Raft port refuses connections; waiting for the first in line's candidacy",
-				"leader", id, "rank", rank)
+				"leader", targetID, "rank", rank)
 			// The first in line may have asked for this node's vote
 			// already: any RequestVote since the leader was last heard
 			// from counts.
-			standby, gone, goneAt = true, id, s.raft.LastContact()
+			standby, gone, goneAt = true, targetID, s.raft.LastContact()
 			standbyEnd = time.Now().Add(2 * (s.cfg.HeartbeatTimeout + s.cfg.ElectionTimeout))
 		}
 	}
