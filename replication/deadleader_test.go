@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -48,9 +49,9 @@ func killLeader(t *testing.T, nodes []*testNode, leader *testNode) ([]*testNode,
 
 // waitNewLeader waits for one of survivors to lead, restores the
 // survivors' heartbeat timeout (a leader at slowHeartbeat would heartbeat
-// too rarely for its lease) and returns it and how long after start it
-// was elected.
-func waitNewLeader(t *testing.T, survivors []*testNode, start time.Time) (*testNode, time.Duration) {
+// too rarely for its lease) and returns it. It fails the test if the
+// election came only after slowHeartbeat: raft's timer's, not the watch's.
+func waitNewLeader(t *testing.T, survivors []*testNode, start time.Time) *testNode {
 	t.Helper()
 	var next *testNode
 	var took time.Duration
@@ -66,7 +67,24 @@ func waitNewLeader(t *testing.T, survivors []*testNode, start time.Time) (*testN
 	for _, nd := range survivors {
 		setHeartbeat(t, nd, 500*time.Millisecond)
 	}
-	return next, took
+	t.Logf("%s elected %v after the leader stopped", next.id, took)
+	if took >= slowHeartbeat {
+		t.Fatalf("new leader %v after the leader stopped: raft's heartbeat timeout (%v), not the watch", took, slowHeartbeat)
+	}
+	return next
+}
+
+// insertAndCount writes id into t through the leader among nodes, waits
+// until every one of them applied it, and checks that each holds id rows.
+func insertAndCount(t *testing.T, nodes []*testNode, id int) {
+	t.Helper()
+	res := execOnLeader(t, nodes, stmt(fmt.Sprintf("INSERT INTO t VALUES (%d)", id)))
+	waitApplied(t, nodes, res.Index)
+	for _, nd := range nodes {
+		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != int64(id) {
+			t.Errorf("%s: count = %d, want %d", nd.id, got, id)
+		}
+	}
 }
 
 // A follower whose leader's Raft port refuses connections stands for
@@ -83,11 +101,7 @@ func TestDeadLeaderReplacedAtOnce(t *testing.T) {
 	// The election may be over before the leader's Close returns.
 	term := leader.store.raft.CurrentTerm()
 	survivors, start := killLeader(t, nodes, leader)
-	next, took := waitNewLeader(t, survivors, start)
-	t.Logf("%s elected %v after the leader stopped", next.id, took)
-	if took >= slowHeartbeat {
-		t.Fatalf("new leader %v after the leader stopped: raft's heartbeat timeout (%v), not the watch", took, slowHeartbeat)
-	}
+	next := waitNewLeader(t, survivors, start)
 	if next != survivors[0] {
 		t.Errorf("%s won, want %s, first in line with an equal log", next.id, survivors[0].id)
 	}
@@ -95,13 +109,7 @@ func TestDeadLeaderReplacedAtOnce(t *testing.T) {
 	if got := next.store.raft.CurrentTerm(); got != term+1 {
 		t.Errorf("new leader's term %d, want %d: more than one election", got, term+1)
 	}
-	res = execOnLeader(t, survivors, stmt("INSERT INTO t VALUES (2)"))
-	waitApplied(t, survivors, res.Index)
-	for _, nd := range survivors {
-		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != 2 {
-			t.Errorf("%s: count = %d, want 2", nd.id, got)
-		}
-	}
+	insertAndCount(t, survivors, 2)
 }
 
 // failingLogs fails StoreLogs while fail is set: a follower whose log
@@ -122,29 +130,32 @@ func (l *failingLogs) StoreLogs(es []*raft.Log) error {
 	return l.LogStore.StoreLogs(es)
 }
 
-// When the first in line's log is behind, the other survivor refuses its
-// vote and stands itself at once, rather than waiting for its heartbeat
-// timeout.
-func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
+// clusterWithFollowerBehind starts 3 nodes holding rows 1 and 2 of t,
+// where the follower first in line after the leader (behind, the lower ID
+// of the two) did not store the entry of row 2, which the other (ahead)
+// did, and returns them, the leader, and heal, which lets behind store
+// entries again: until then the live leader cannot bring it level.
+func clusterWithFollowerBehind(t *testing.T) (nodes []*testNode, leader, behind, ahead *testNode, heal func()) {
+	t.Helper()
 	logs := map[string]*failingLogs{}
-	nodes := startCluster(t, 3, func(c *Config) {
+	nodes = startCluster(t, 3, func(c *Config) {
 		l := &failingLogs{}
 		logs[c.ID] = l
 		c.WrapLogStore = func(s raft.LogStore) raft.LogStore { l.LogStore = s; return l }
 	})
-	leader := waitLeader(t, nodes)
+	leader = waitLeader(t, nodes)
 	mustExec(t, leader.store, stmt("CREATE TABLE t(id INTEGER)"))
 	res := mustExec(t, leader.store, stmt("INSERT INTO t VALUES (1)"))
 	waitApplied(t, nodes, res.Index)
 
-	var survivors []*testNode
+	var followers []*testNode
 	for _, nd := range nodes {
 		if nd != leader {
-			survivors = append(survivors, nd)
+			followers = append(followers, nd)
 		}
 	}
-	slices.SortFunc(survivors, func(a, b *testNode) int { return strings.Compare(a.id, b.id) })
-	behind, ahead := survivors[0], survivors[1]
+	slices.SortFunc(followers, func(a, b *testNode) int { return strings.Compare(a.id, b.id) })
+	behind, ahead = followers[0], followers[1]
 	logs[behind.id].fail.Store(true)
 	res = mustExec(t, leader.store, stmt("INSERT INTO t VALUES (2)"))
 	waitFor(t, 10*time.Second, "the leader's entry on the follower ahead", func() bool {
@@ -153,24 +164,21 @@ func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
 	if got := behind.store.raft.LastIndex(); got >= res.Index {
 		t.Fatalf("%s holds entry %d, want it behind", behind.id, got)
 	}
+	return nodes, leader, behind, ahead, func() { logs[behind.id].fail.Store(false) }
+}
 
+// When the first in line's log is behind, the other survivor refuses its
+// vote and stands itself at once, rather than waiting for its heartbeat
+// timeout.
+func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
+	nodes, leader, _, ahead, heal := clusterWithFollowerBehind(t)
 	survivors, start := killLeader(t, nodes, leader)
-	logs[behind.id].fail.Store(false)
-	next, took := waitNewLeader(t, survivors, start)
-	t.Logf("%s elected %v after the leader stopped", next.id, took)
-	if took >= slowHeartbeat {
-		t.Fatalf("new leader %v after the leader stopped: raft's heartbeat timeout (%v), not the watch", took, slowHeartbeat)
-	}
+	heal()
+	next := waitNewLeader(t, survivors, start)
 	if next != ahead {
 		t.Errorf("%s won, want %s, whose log is longer", next.id, ahead.id)
 	}
-	res = execOnLeader(t, survivors, stmt("INSERT INTO t VALUES (3)"))
-	waitApplied(t, survivors, res.Index)
-	for _, nd := range survivors {
-		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != 3 {
-			t.Errorf("%s: count = %d, want 3", nd.id, got)
-		}
-	}
+	insertAndCount(t, survivors, 3)
 }
 
 // The first in line's RequestVote may reach the other survivor before
@@ -180,32 +188,12 @@ func TestDeadLeaderReplacedByLongerLog(t *testing.T) {
 // order is forced here: the first in line stands while the leader still
 // runs, and the leader stops once the other survivor has refused the vote.
 func TestDeadLeaderCandidacyBeforeDeathSeen(t *testing.T) {
-	logs := map[string]*failingLogs{}
-	nodes := startCluster(t, 3, func(c *Config) {
-		l := &failingLogs{}
-		logs[c.ID] = l
-		c.WrapLogStore = func(s raft.LogStore) raft.LogStore { l.LogStore = s; return l }
-	})
-	leader := waitLeader(t, nodes)
-	mustExec(t, leader.store, stmt("CREATE TABLE t(id INTEGER)"))
-	res := mustExec(t, leader.store, stmt("INSERT INTO t VALUES (1)"))
-	waitApplied(t, nodes, res.Index)
-
-	var survivors []*testNode
+	nodes, leader, behind, ahead, heal := clusterWithFollowerBehind(t)
 	for _, nd := range nodes {
 		setHeartbeat(t, nd, slowHeartbeat)
-		if nd != leader {
-			survivors = append(survivors, nd)
-		}
 	}
-	slices.SortFunc(survivors, func(a, b *testNode) int { return strings.Compare(a.id, b.id) })
-	behind, ahead := survivors[0], survivors[1]
-	logs[behind.id].fail.Store(true)
-	res = mustExec(t, leader.store, stmt("INSERT INTO t VALUES (2)"))
-	waitFor(t, 10*time.Second, "the leader's entry on the follower ahead", func() bool {
-		return ahead.store.raft.LastIndex() >= res.Index
-	})
-	logs[behind.id].fail.Store(false)
+	survivors := []*testNode{behind, ahead}
+	heal()
 
 	term := ahead.store.raft.CurrentTerm()
 	behind.store.stand(raft.ServerID(leader.id), "forced by the test")
@@ -217,21 +205,11 @@ func TestDeadLeaderCandidacyBeforeDeathSeen(t *testing.T) {
 	}
 	start := time.Now()
 	leader.stop(t, true)
-	next, took := waitNewLeader(t, survivors, start)
-	t.Logf("%s elected %v after the leader stopped", next.id, took)
-	if took >= slowHeartbeat {
-		t.Fatalf("new leader %v after the leader stopped: raft's heartbeat timeout (%v), not the watch", took, slowHeartbeat)
-	}
+	next := waitNewLeader(t, survivors, start)
 	if next != ahead {
 		t.Errorf("%s won, want %s, whose log is longer", next.id, ahead.id)
 	}
-	res = execOnLeader(t, survivors, stmt("INSERT INTO t VALUES (3)"))
-	waitApplied(t, survivors, res.Index)
-	for _, nd := range survivors {
-		if got := queryInt(t, nd.db, "SELECT count(*) FROM t"); got != 3 {
-			t.Errorf("%s: count = %d, want 3", nd.id, got)
-		}
-	}
+	insertAndCount(t, survivors, 3)
 }
 
 // A node that stood for election refuses pre-votes itself for standFor:
