@@ -26,7 +26,7 @@ dsn=$(scripts/bench-peers.sh start "$pgdir")
 echo "bench: starting a 3-node dqlite cluster" >&2
 dq=$(scripts/bench-dqlite.sh start "$dqdir")
 
-"$bench" writes --duckraftd "$daemon" --pg "$dsn" --dqlite "$dq" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-1,duckdb}" \
+"$bench" writes --duckraftd "$daemon" --pg "$dsn" --dqlite "$dq" --systems "${WRITES_SYSTEMS:-duckraft-3,duckraft-3-pinned,duckraft-1,duckdb}" \
 	--clients "${WRITES_CLIENTS:-1,8,64}" --duration "${WRITES_DURATION:-10s}" --json >"$out/writes.json"
 # Only bench writes loads dqlite: its idle nodes would only add noise to
 # the rest.

@@ -201,6 +201,9 @@ func generatedSection(reps []*benchReport, img string, drawn []string) string {
 		b.WriteString("duckraft-N is a local cluster of N duckraftd processes (Raft and DuckDB fsync on), every client on its " +
 			"leader (bench writes --via leader); duckdb is a DuckDB file in the benchmark's process, each INSERT autocommitted; postgres is a primary whose " +
 			"commits wait for a synchronous standby (scripts/bench-peers.sh), through pgx.")
+		if slices.ContainsFunc(systemsOf(r.Writes), func(s string) bool { return strings.HasSuffix(s, pinnedSuffix) }) {
+			b.WriteString(" " + pinnedWorkload)
+		}
 		if slices.Contains(systemsOf(r.Writes), "dqlite") {
 			b.WriteString(" " + dqliteWorkload)
 		}

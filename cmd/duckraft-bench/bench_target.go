@@ -40,7 +40,7 @@ func (b *benchFlags) register(fs *flag.FlagSet, defaultSystems string) {
 	fs.BoolVar(&b.json, "json", false, "print the result as JSON instead of a Markdown table")
 	fs.StringVar(&b.daemon, "duckraftd", "bin/duckraftd", "duckraftd binary for the local clusters")
 	fs.StringVar(&b.daemonFlags, "duckraftd-flags", "", "extra flags for every duckraftd of the local clusters, space-separated (--memory-limit 512MB, say)")
-	fs.StringVar(&b.systems, "systems", defaultSystems, "systems to compare, comma-separated: duckraft-N (a local N-node cluster), duckdb (in-process), postgres (needs --pg); ignored with --server")
+	fs.StringVar(&b.systems, "systems", defaultSystems, "systems to compare, comma-separated: duckraft-N (a local N-node cluster), duckdb (in-process), postgres (needs --pg); bench writes also duckraft-N-pinned (the leader alone on one CPU); ignored with --server")
 	fs.StringVar(&b.pg, "pg", os.Getenv("DUCKRAFT_BENCH_PG"), "PostgreSQL connection string of a peer to run side by side (env DUCKRAFT_BENCH_PG; scripts/bench-peers.sh starts one)")
 }
 
@@ -51,17 +51,30 @@ var errBadSystem = errors.New("unknown system")
 type benchSystem struct {
 	kind  string // duckraft, duckdb or postgres
 	nodes int    // duckraft: the local cluster's size
+	// pinned: the cluster's leader runs alone on one CPU (bench writes
+	// only; pinnedSuffix).
+	pinned bool
 }
 
 func (s benchSystem) String() string {
 	if s.kind == "duckraft" {
-		return fmt.Sprintf("duckraft-%d", s.nodes)
+		name := fmt.Sprintf("duckraft-%d", s.nodes)
+		if s.pinned {
+			name += pinnedSuffix
+		}
+		return name
 	}
 	return s.kind
 }
 
 // parseSystems parses --systems; postgres is added when a DSN is given.
 func parseSystems(list, pg string) ([]benchSystem, error) {
+	return parseSystemList(list, pg, false)
+}
+
+// parseSystemList is parseSystems, accepting duckraft-N-pinned (N ≥ 2)
+// when pinned.
+func parseSystemList(list, pg string, pinned bool) ([]benchSystem, error) {
 	var out []benchSystem
 	seen := map[string]bool{}
 	add := func(s benchSystem) {
@@ -77,11 +90,18 @@ func parseSystems(list, pg string) ([]benchSystem, error) {
 		case f == "duckdb", f == "postgres":
 			add(benchSystem{kind: f})
 		case strings.HasPrefix(f, "duckraft-"):
-			n, err := strconv.Atoi(strings.TrimPrefix(f, "duckraft-"))
+			size, pin := strings.CutSuffix(strings.TrimPrefix(f, "duckraft-"), pinnedSuffix)
+			n, err := strconv.Atoi(size)
 			if err != nil || n < 1 || n > 9 {
 				return nil, fmt.Errorf("--systems: %q: %w (duckraft-N takes 1 to 9 nodes)", f, errBadSystem)
 			}
-			add(benchSystem{kind: "duckraft", nodes: n})
+			if pin && !pinned {
+				return nil, fmt.Errorf("--systems: %q: %w (only bench writes pins a leader)", f, errBadSystem)
+			}
+			if pin && n < 2 {
+				return nil, fmt.Errorf("--systems: %q: %w (a pinned cluster needs followers: duckraft-N-pinned takes 2 to 9 nodes)", f, errBadSystem)
+			}
+			add(benchSystem{kind: "duckraft", nodes: n, pinned: pin})
 		default:
 			return nil, fmt.Errorf("--systems: %q: %w (duckraft-N, duckdb or postgres)", f, errBadSystem)
 		}

@@ -27,6 +27,7 @@ func TestParseSystems(t *testing.T) {
 		{"duckraft-x", "", "unknown system"},
 		{"mysql", "", "unknown system"},
 		{"", "", "nothing to run"},
+		{"duckraft-3-pinned", "", "only bench writes pins"},
 	} {
 		got, err := parseSystems(tc.list, tc.pg)
 		var names []string
@@ -42,6 +43,33 @@ func TestParseSystems(t *testing.T) {
 		}
 		if strings.Contains(tc.want, "unknown") && !errors.Is(err, errBadSystem) {
 			t.Errorf("parseSystems(%q): %v is not errBadSystem", tc.list, err)
+		}
+	}
+}
+
+// TestParseWriteSystems: bench writes also takes a pinned cluster, which
+// needs followers to keep off the leader's CPU.
+func TestParseWriteSystems(t *testing.T) {
+	for _, tc := range []struct {
+		list, want string
+	}{
+		{"duckraft-3,duckraft-3-pinned", "duckraft-3,duckraft-3-pinned"},
+		{"duckraft-2-pinned, duckraft-2-pinned", "duckraft-2-pinned"},
+		{"duckraft-1-pinned", "needs followers"},
+		{"duckraft-pinned", "unknown system"},
+		{"duckraft-3-pinnedx", "unknown system"},
+	} {
+		got, err := parseSystemList(tc.list, "", true)
+		var names []string
+		for _, s := range got {
+			names = append(names, s.String())
+		}
+		s := strings.Join(names, ",")
+		if err != nil {
+			s = err.Error()
+		}
+		if !strings.Contains(s, tc.want) {
+			t.Errorf("parseSystemList(%q) = %q, want %q", tc.list, s, tc.want)
 		}
 	}
 }
@@ -184,6 +212,34 @@ func TestSummaryGoals(t *testing.T) {
 		if g.measured != notMeasured || g.met {
 			t.Errorf("without peers, goal %q: %q met %v", g.text, g.measured, g.met)
 		}
+	}
+}
+
+// TestSummaryGoalsPinned: a pinned cluster's figures stand beside the
+// goals' as a hint, and the verdict stays the unpinned cluster's.
+func TestSummaryGoalsPinned(t *testing.T) {
+	ps := samplePoints()
+	for _, c := range []int{1, 8, 64} {
+		ps = append(ps, writePoint{System: "duckraft-3-pinned", Clients: c, TxPerSec: 600 * float64(c), P50Ms: 1.5, Writes: 100})
+	}
+	goals := summaryGoals([]*benchReport{{Bench: "writes", Writes: ps}})
+	for i, want := range []struct {
+		measured string
+		met      bool
+	}{
+		{"2.50 ms; the leader alone on one CPU (duckraft-3-pinned): 1.50 ms", false},
+		{"300 against 250: 1.20×; the leader alone on one CPU (duckraft-3-pinned): 600, 2.40×", true},
+		{"900 against 2000: 0.45×; the leader alone on one CPU (duckraft-3-pinned): 4800, 2.40×", false},
+		{"2500 against 5000: 0.50×; the leader alone on one CPU (duckraft-3-pinned): 38400, 7.68×", false},
+	} {
+		if goals[i].measured != want.measured || goals[i].met != want.met {
+			t.Errorf("goal %q: %q met %v, want %q met %v", goals[i].text, goals[i].measured, goals[i].met, want.measured, want.met)
+		}
+	}
+	var b strings.Builder
+	summaryTable(&b, []*benchReport{{Bench: "writes", Writes: ps}})
+	if want := "| | duckraft, 3 nodes | duckraft, 3 nodes, the leader alone on one CPU | DuckDB file, in-process |"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
 	}
 }
 

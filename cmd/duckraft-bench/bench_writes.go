@@ -181,7 +181,11 @@ type writeSystem struct {
 	// leaderCPU, when set, is the ID of the leader and the CPU time its
 	// process has used so far.
 	leaderCPU func() (id string, cpu time.Duration, err error)
-	close     func()
+	// pin, when set, runs before each client count: it puts the leader
+	// alone on a CPU (pinnedSuffix) and returns what gives the benchmark's
+	// process its CPUs back afterwards.
+	pin   func() (restore func(), err error)
+	close func()
 }
 
 const benchTableSQL = "CREATE TABLE IF NOT EXISTS bench(thread INTEGER, seq BIGINT, payload VARCHAR)"
@@ -238,6 +242,33 @@ func (d *deployment) leaderCPU() (string, time.Duration, error) {
 	}
 	cpu, err := processCPU(l.cmd.Process.Pid)
 	return l.id, cpu, err
+}
+
+// pinLeader returns the pin of a pinned local cluster: the clients were
+// pointed at the leader when it started (toLeader), so a leader that has
+// changed since is an error rather than a figure of the wrong node.
+func (d *deployment) pinLeader() (func() (func(), error), error) {
+	p, err := newCPUPinning()
+	if err != nil {
+		return nil, err
+	}
+	return func() (func(), error) {
+		st, err := d.status(apiAddr(d.servers[0]))
+		if err != nil {
+			return nil, err
+		}
+		l := leaderOf(st, d.nodes)
+		if l == nil || "quack:"+l.quack != d.servers[0] {
+			return nil, fmt.Errorf("%s: the leader moved away from the node the clients use", d.name)
+		}
+		var others []int
+		for _, n := range d.nodes {
+			if n != l {
+				others = append(others, n.cmd.Process.Pid)
+			}
+		}
+		return p.pin(l.cmd.Process.Pid, others)
+	}, nil
 }
 
 // benchWrites measures single-row INSERT transactions per second, p50 and
@@ -350,11 +381,14 @@ func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr i
 		}
 		return out, nil
 	}
-	list, err := parseSystems(bf.systems, bf.pg)
+	list, err := parseSystemList(bf.systems, bf.pg, true)
 	if err != nil {
 		return nil, err
 	}
 	for _, sys := range list {
+		if sys.pinned && spread {
+			return out, fmt.Errorf("%s: a pinned cluster takes its clients on the leader, not --via spread", sys)
+		}
 		fmt.Fprintf(stderr, "bench: starting %s\n", sys)
 		var s *writeSystem
 		switch sys.kind {
@@ -377,6 +411,9 @@ func openWriteSystems(ctx context.Context, bf *benchFlags, spread bool, stderr i
 				}
 			}
 			s, err = duckraftWriteSystem(ctx, d)
+			if err == nil && sys.pinned {
+				s.pin, err = d.pinLeader()
+			}
 			if err != nil {
 				d.close()
 				cleanup()
@@ -420,6 +457,13 @@ func writePointOf(ctx context.Context, s *writeSystem, n int, d time.Duration) (
 		if before, err = s.commit(); err != nil {
 			return writePoint{}, err
 		}
+	}
+	if s.pin != nil {
+		restore, err := s.pin()
+		if err != nil {
+			return writePoint{}, err
+		}
+		defer restore()
 	}
 	var leader string
 	var cpuBefore time.Duration
