@@ -264,7 +264,9 @@ func summaryGoals(reps []*benchReport) []goal {
 		pinned(1, func(p writePoint) string { return fmt.Sprintf("%.2f ms", p.P50Ms) }), d1.P50Ms <= 2)
 	dq, okDq := writeAt(ps, "dqlite", 1)
 	add("1 client: tx/s ≥ dqlite's", ok && okDq, fmt.Sprintf("%.0f against %.0f: %.2f×", d1.TxPerSec, dq.TxPerSec, ratio(d1.TxPerSec, dq.TxPerSec))+
-		pinned(1, func(p writePoint) string { return fmt.Sprintf("%.0f, %.2f×", p.TxPerSec, ratio(p.TxPerSec, dq.TxPerSec)) }),
+		pinned(1, func(p writePoint) string {
+			return fmt.Sprintf("%.0f, %.2f×", p.TxPerSec, ratio(p.TxPerSec, dq.TxPerSec))
+		}),
 		d1.TxPerSec >= dq.TxPerSec)
 	for _, g := range []struct {
 		clients int
@@ -275,7 +277,9 @@ func summaryGoals(reps []*benchReport) []goal {
 		r := ratio(d.TxPerSec, pg.TxPerSec)
 		add(fmt.Sprintf("%d clients: tx/s ≥ %.1f× PostgreSQL's", g.clients, g.ratio), ok1 && ok2 && pg.TxPerSec > 0,
 			fmt.Sprintf("%.0f against %.0f: %.2f×", d.TxPerSec, pg.TxPerSec, r)+
-				pinned(g.clients, func(p writePoint) string { return fmt.Sprintf("%.0f, %.2f×", p.TxPerSec, ratio(p.TxPerSec, pg.TxPerSec)) }),
+				pinned(g.clients, func(p writePoint) string {
+					return fmt.Sprintf("%.0f, %.2f×", p.TxPerSec, ratio(p.TxPerSec, pg.TxPerSec))
+				}),
 			r >= g.ratio)
 	}
 	var in *ingestResult
