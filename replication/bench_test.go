@@ -113,7 +113,7 @@ func BenchmarkApplySteps(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := storeKeys(f.conn, []*keyRecord{&r}, idx); err != nil {
+		if err := f.keyWriter.store([]*keyRecord{&r}, idx); err != nil {
 			b.Fatal(err)
 		}
 		t3 := time.Now()

@@ -63,6 +63,9 @@ type fsm struct {
 	// prepared path is applied again as literal text.
 	shapes      *shapeCache
 	literalOnly bool
+	// keyWriter writes each batch's key records and applied index
+	// (keys.go).
+	keyWriter *keyWriter
 	// pins fix the settings of every connection that reads or writes
 	// replicated state (pin.go).
 	pins settingPins
@@ -116,7 +119,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial,
-		shapes: newShapeCache(conn, maxShapes), changed: make(chan struct{}), closing: make(chan struct{})}
+		shapes: newShapeCache(conn, maxShapes), keyWriter: newKeyWriter(conn), changed: make(chan struct{}), closing: make(chan struct{})}
 	if f.pins, err = readPins(conn); err != nil {
 		f.close()
 		return nil, err
@@ -185,8 +188,9 @@ func (f *fsm) rollback() {
 }
 
 // readApplied reads the applied index in conn's current transaction. Each
-// batch appends a marker row holding its last index to the keys table (see
-// storeKeys); the applied table holds the index of a restored snapshot.
+// batch leaves its last index as the largest in the keys table, in a key
+// record or a marker row (keyWriter.store); the applied table holds the
+// index of a restored snapshot.
 func readApplied(conn *engine.Conn) (uint64, error) {
 	row, err := conn.QueryRow(context.Background(), AppliedQuery)
 	if err != nil {
@@ -574,7 +578,7 @@ func (f *fsm) tryApply(work []pending, failed map[int]error, alone map[int]bool,
 			added.add(&r)
 		}
 	}
-	if err := storeKeys(f.conn, added.order, last); err != nil {
+	if err := f.keyWriter.store(added.order, last); err != nil {
 		return -1, err
 	}
 	if f.keyWindow > 0 && last/pruneEvery > prev/pruneEvery && last > f.keyWindow {
@@ -892,6 +896,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.keys = keys
 	f.shapes.reset()
+	f.keyWriter.reset()
 	f.setApplied(idx)
 	f.log.Info("restored snapshot", "applied", idx)
 	return nil
@@ -911,5 +916,6 @@ func (f *fsm) stopRetrying() {
 func (f *fsm) close() error {
 	f.stopRetrying()
 	f.shapes.reset()
+	f.keyWriter.reset()
 	return errors.Join(f.serial.close(), f.conn.Close())
 }

@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -233,5 +234,97 @@ func TestInvalidUTF8ErrorIsRecorded(t *testing.T) {
 	}
 	if got := queryInt(t, db, "SELECT count(*) FROM _duckraft.keys WHERE key <> '' AND err_msg IS NOT NULL"); got != 1 {
 		t.Fatalf("recorded failed keys = %d, want 1", got)
+	}
+}
+
+// TestKeyWriterLayouts writes batches of every row layout through the
+// keyWriter's prepared INSERTs, and the same batches through the
+// appender into another database, and checks the two tables hold the same
+// rows, the applied index the batch's last, and a marker row only where
+// the last entry left no key record.
+func TestKeyWriterLayouts(t *testing.T) {
+	ok := func(key string, idx uint64) *keyRecord {
+		return &keyRecord{key: key, idx: idx, ts: int64(idx) * 10, changed: 1}
+	}
+	ret := func(key string, idx uint64) *keyRecord {
+		r := ok(key, idx)
+		r.result = []byte{0, 1, 2, 0xff}
+		return r
+	}
+	failed := func(key string, idx uint64) *keyRecord {
+		r := ok(key, idx)
+		r.changed, r.failed, r.errType, r.errMsg = 0, true, "Constraint", "Duplicate key \"i: 1\""
+		return r
+	}
+	var many []*keyRecord
+	for i := range maxPreparedKeyRows + 3 {
+		many = append(many, ok(fmt.Sprintf("m%d", i), uint64(100+i)))
+	}
+	for _, tc := range []struct {
+		name     string
+		records  []*keyRecord
+		last     uint64
+		prepared bool
+		marker   bool
+	}{
+		{"no keys", nil, 5, true, true},
+		{"last entry keyed", []*keyRecord{ok("a", 7)}, 7, true, false},
+		{"last entry unkeyed", []*keyRecord{ok("a", 7)}, 8, true, true},
+		{"returning", []*keyRecord{ret("r", 9)}, 9, true, false},
+		{"failed", []*keyRecord{failed("f", 10)}, 10, true, false},
+		{"empty error type", []*keyRecord{{key: "e", idx: 11, failed: true, errMsg: "x"}}, 11, true, false},
+		{"binary key", []*keyRecord{ok("\x00\xff", 12)}, 12, true, false},
+		{"mixed", []*keyRecord{ok("a", 20), failed("b", 21), ret("c", 22), ok("d", 23)}, 24, true, true},
+		{"full prepared", many[:maxPreparedKeyRows], many[maxPreparedKeyRows-1].idx, true, false},
+		{"past prepared", many, many[len(many)-1].idx + 1, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var tables [2]string
+			for i, viaAppender := range []bool{false, true} {
+				db := openDB(t, t.TempDir())
+				f := openFSM(t, db)
+				if err := f.conn.Begin(ctx); err != nil {
+					t.Fatal(err)
+				}
+				marker := len(tc.records) == 0 || tc.records[len(tc.records)-1].idx != tc.last
+				var err error
+				if viaAppender {
+					err = appendKeys(f.conn, tc.records, tc.last, marker)
+				} else {
+					err = f.keyWriter.store(tc.records, tc.last)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.conn.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !viaAppender && (len(f.keyWriter.stmts) > 0) != tc.prepared {
+					t.Errorf("%d prepared layouts kept, want prepared %v", len(f.keyWriter.stmts), tc.prepared)
+				}
+				applied, err := readApplied(f.conn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if applied != tc.last {
+					t.Errorf("applied %d, want %d", applied, tc.last)
+				}
+				if got := queryInt(t, db, "SELECT count(*) FROM _duckraft.keys WHERE key = ''"); got != map[bool]int64{false: 0, true: 1}[tc.marker] {
+					t.Errorf("%d marker rows, want marker %v", got, tc.marker)
+				}
+				res, err := f.conn.QueryStrings(ctx, "SELECT concat_ws('|', key, idx, ts, changed, coalesce(err_type, '<null>'), "+
+					"coalesce(err_msg, '<null>'), coalesce(hex(result), '<null>')) FROM _duckraft.keys ORDER BY idx, key")
+				if err != nil {
+					t.Fatal(err)
+				}
+				tables[i] = strings.Join(res, "\n")
+				f.close()
+				db.Close()
+			}
+			if tables[0] != tables[1] {
+				t.Errorf("prepared:\n%s\nappender:\n%s", tables[0], tables[1])
+			}
+		})
 	}
 }

@@ -5,8 +5,8 @@ package replication
 const MetaSchema = metaSchema
 
 // AppliedQuery reads the applied index stored in the database: inside a
-// transaction, the index of the transaction's snapshot. Each entry appends a
-// marker row holding its index to the keys table; the applied table holds
-// the index of a restored snapshot.
+// transaction, the index of the transaction's snapshot. Each batch leaves
+// its last index as the largest in the keys table, in a key record or a
+// marker row; the applied table holds the index of a restored snapshot.
 const AppliedQuery = `SELECT greatest((SELECT idx FROM "` + metaSchema + `".applied WHERE id = 1), ` +
 	`(SELECT coalesce(max(idx), 0) FROM "` + metaSchema + `".keys))`
