@@ -30,15 +30,7 @@ func TestParseSystems(t *testing.T) {
 		{"duckraft-3-pinned", "", "only bench writes pins"},
 	} {
 		got, err := parseSystems(tc.list, tc.pg)
-		var names []string
-		for _, s := range got {
-			names = append(names, s.String())
-		}
-		s := strings.Join(names, ",")
-		if err != nil {
-			s = err.Error()
-		}
-		if !strings.Contains(s, tc.want) {
+		if s := parsed(got, err); !strings.Contains(s, tc.want) {
 			t.Errorf("parseSystems(%q, %q) = %q, want %q", tc.list, tc.pg, s, tc.want)
 		}
 		if strings.Contains(tc.want, "unknown") && !errors.Is(err, errBadSystem) {
@@ -59,19 +51,23 @@ func TestParseWriteSystems(t *testing.T) {
 		{"duckraft-pinned", "unknown system"},
 		{"duckraft-3-pinnedx", "unknown system"},
 	} {
-		got, err := parseSystemList(tc.list, "", true)
-		var names []string
-		for _, s := range got {
-			names = append(names, s.String())
-		}
-		s := strings.Join(names, ",")
-		if err != nil {
-			s = err.Error()
-		}
-		if !strings.Contains(s, tc.want) {
+		if s := parsed(parseSystemList(tc.list, "", true)); !strings.Contains(s, tc.want) {
 			t.Errorf("parseSystemList(%q) = %q, want %q", tc.list, s, tc.want)
 		}
 	}
+}
+
+// parsed is what a parse of --systems gave: the systems joined by commas,
+// or the error's text.
+func parsed(got []benchSystem, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.String())
+	}
+	return strings.Join(names, ",")
 }
 
 func TestParseCounts(t *testing.T) {
