@@ -96,8 +96,10 @@ fuzz:
 # peers (PostgreSQL with a synchronous standby, started by
 # scripts/bench-peers.sh, and a 3-node dqlite cluster for bench writes,
 # started by scripts/bench-dqlite.sh, both installed from Debian when
-# missing; in-process DuckDB; duckraft with 1 and 3 nodes) and regenerates docs/benchmarks.md's
-# generated section and docs/img/bench-*.png (about 13 minutes). Each
+# missing; in-process DuckDB; duckraft with 1 and 3 nodes, and for bench
+# writes also 3 nodes with the leader pinned alone to one CPU) and
+# regenerates docs/benchmarks.md's generated section and
+# docs/img/bench-*.png (about 14 minutes). Each
 # benchmark's length is a variable; FAILOVER_VIA (nginx or haproxy) is the
 # balancer of the one-endpoint failover, FAILOVER_LB_KILLS its kills of
 # each kind (about 20 s each).
