@@ -58,12 +58,10 @@ func TestParsePlainInsert(t *testing.T) {
 // TestMergedInsertsMatchSeparate applies one batch of commands twice: in one
 // raft entry, where runs of INSERTs are merged, and one command per entry,
 // where nothing is. Results and the state left behind must be the same.
+// With a sequence in the database every statement runs as literal text;
+// without one the merged runs run through their prepared shapes, and once
+// more with no shapes at all, and all three must agree.
 func TestMergedInsertsMatchSeparate(t *testing.T) {
-	setup := []wal.Command{
-		stmt("CREATE SEQUENCE s"),
-		stmt("CREATE TABLE t(id INTEGER PRIMARY KEY, v VARCHAR, d DATE, n BIGINT DEFAULT nextval('s'), CHECK (id < 1000))"),
-		stmt("CREATE TABLE u(a INTEGER, b DOUBLE)"),
-	}
 	keyed := func(c wal.Command, key string) wal.Command { c.Key = []byte(key); return c }
 	returning := func(c wal.Command) wal.Command {
 		st := c.Entry.(wal.Statement)
@@ -85,44 +83,8 @@ func TestMergedInsertsMatchSeparate(t *testing.T) {
 		stmt("INSERT INTO u VALUES ('2', 2), (3, '3.25')"),
 		stmt("INSERT INTO t (id, v, d) VALUES (8, 'i', NULL)"),
 		stmt("INSERT INTO t (id, v, d) VALUES (9, 'j', NULL)"),
-	}
-
-	apply := func(perEntry bool) ([]cmdResult, [][]any) {
-		t.Helper()
-		db := openDB(t, t.TempDir())
-		defer db.Close()
-		f := openFSM(t, db)
-		defer f.close()
-		idx := uint64(1)
-		for _, r := range f.ApplyBatch([]*raft.Log{logEntry(t, idx, setup...)}) {
-			for _, c := range r.(*entryResult).results {
-				if c.err != nil {
-					t.Fatal(c.err)
-				}
-			}
-		}
-		var logs []*raft.Log
-		if perEntry {
-			for _, c := range batch {
-				idx++
-				logs = append(logs, logEntry(t, idx, c))
-			}
-		} else {
-			logs = []*raft.Log{logEntry(t, 2, batch...)}
-		}
-		var results []cmdResult
-		for _, l := range logs {
-			r := f.ApplyBatch([]*raft.Log{l})[0]
-			results = append(results, r.(*entryResult).results...)
-		}
-		// Sequences are not transactional in DuckDB: a failed attempt
-		// that is rolled back still consumed its values. Every node makes
-		// the same attempts, so they agree, but the merged and the
-		// separate runs leave different gaps; only the order must match.
-		if got := queryInt(t, db, "SELECT count(*) FROM (SELECT n < lead(n) OVER (ORDER BY rowid) AS up FROM t) WHERE NOT up"); got != 0 {
-			t.Errorf("sequence values not increasing in insert order")
-		}
-		return results, dump(t, db, "SELECT id, v, d FROM t ORDER BY rowid", "SELECT * FROM u ORDER BY rowid")
+		stmt("INSERT INTO u VALUES (10, 1), (11, 2)"),
+		stmt("INSERT INTO u VALUES (12, 3)"),
 	}
 
 	work := make([]pending, len(batch))
@@ -138,32 +100,153 @@ func TestMergedInsertsMatchSeparate(t *testing.T) {
 		t.Fatalf("run at 9 = %+v, %v", run, ok)
 	}
 
-	merged, mergedRows := apply(false)
-	separate, separateRows := apply(true)
-	for i := range batch {
-		m, s := merged[i], separate[i]
-		if (m.err == nil) != (s.err == nil) {
-			t.Errorf("command %d: merged err %v, separate err %v", i, m.err, s.err)
-			continue
+	for _, tc := range []struct {
+		name  string
+		setup []wal.Command
+	}{
+		{"with a sequence", []wal.Command{
+			stmt("CREATE SEQUENCE s"),
+			stmt("CREATE TABLE t(id INTEGER PRIMARY KEY, v VARCHAR, d DATE, n BIGINT DEFAULT nextval('s'), CHECK (id < 1000))"),
+			stmt("CREATE TABLE u(a INTEGER, b DOUBLE)"),
+		}},
+		{"prepared", []wal.Command{
+			stmt("CREATE TABLE t(id INTEGER PRIMARY KEY, v VARCHAR, d DATE, CHECK (id < 1000))"),
+			stmt("CREATE TABLE u(a INTEGER, b DOUBLE)"),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sequence := tc.name == "with a sequence"
+			// apply runs the batch in one entry (merged) or one entry
+			// per command, through prepared shapes unless literal, and
+			// returns the results, the state, and how many statements
+			// ran prepared.
+			apply := func(perEntry, literal bool) ([]cmdResult, [][]any, uint64) {
+				t.Helper()
+				db := openDB(t, t.TempDir())
+				defer db.Close()
+				f := openFSM(t, db)
+				defer f.close()
+				if literal {
+					f.shapes = nil
+				}
+				idx := uint64(1)
+				for _, r := range f.ApplyBatch([]*raft.Log{logEntry(t, idx, tc.setup...)}) {
+					for _, c := range r.(*entryResult).results {
+						if c.err != nil {
+							t.Fatal(c.err)
+						}
+					}
+				}
+				var logs []*raft.Log
+				if perEntry {
+					for _, c := range batch {
+						idx++
+						logs = append(logs, logEntry(t, idx, c))
+					}
+				} else {
+					logs = []*raft.Log{logEntry(t, 2, batch...)}
+				}
+				var results []cmdResult
+				for _, l := range logs {
+					r := f.ApplyBatch([]*raft.Log{l})[0]
+					results = append(results, r.(*entryResult).results...)
+				}
+				// Sequences are not transactional in DuckDB: a failed
+				// attempt that is rolled back still consumed its values.
+				// Every node makes the same attempts, so they agree, but
+				// the merged and the separate runs leave different gaps;
+				// only the order must match.
+				if sequence {
+					if got := queryInt(t, db, "SELECT count(*) FROM (SELECT n < lead(n) OVER (ORDER BY rowid) AS up FROM t) WHERE NOT up"); got != 0 {
+						t.Errorf("sequence values not increasing in insert order")
+					}
+				}
+				var hits uint64
+				if f.shapes != nil {
+					hits = f.shapes.hits
+				}
+				return results, dump(t, db, "SELECT id, v, d FROM t ORDER BY rowid", "SELECT * FROM u ORDER BY rowid"), hits
+			}
+
+			merged, mergedRows, hits := apply(false, false)
+			switch {
+			case sequence && hits > 0:
+				t.Errorf("%d statements ran prepared with a sequence in the database", hits)
+			case !sequence && hits == 0:
+				t.Error("no merged run ran prepared")
+			}
+			others := map[string]func() ([]cmdResult, [][]any, uint64){
+				"separate": func() ([]cmdResult, [][]any, uint64) { return apply(true, false) },
+			}
+			if !sequence {
+				others["merged as literal text"] = func() ([]cmdResult, [][]any, uint64) { return apply(false, true) }
+			}
+			for name, other := range others {
+				separate, separateRows, _ := other()
+				for i := range batch {
+					m, s := merged[i], separate[i]
+					// A command applied in the same DuckDB transaction as
+					// the row it conflicts with gets DuckDB's message for
+					// that, so only the merged runs' texts must agree.
+					if (m.err == nil) != (s.err == nil) || name != "separate" && m.err != nil && m.err.Error() != s.err.Error() {
+						t.Errorf("command %d: merged err %v, %s err %v", i, m.err, name, s.err)
+						continue
+					}
+					if m.err != nil {
+						continue
+					}
+					if m.res.RowsChanged != s.res.RowsChanged || m.res.Replayed != s.res.Replayed ||
+						!reflect.DeepEqual(m.res.Columns, s.res.Columns) || !reflect.DeepEqual(m.res.Chunks, s.res.Chunks) {
+						t.Errorf("command %d: merged %+v, %s %+v", i, m.res, name, s.res)
+					}
+				}
+				if !reflect.DeepEqual(mergedRows, separateRows) {
+					t.Errorf("state differs:\nmerged   %v\n%s %v", mergedRows, name, separateRows)
+				}
+			}
+			for _, i := range []int{3, 6, 7} {
+				if merged[i].err == nil {
+					t.Errorf("command %d succeeded, want its own error", i)
+				}
+			}
+			if len(mergedRows) != 14 {
+				t.Errorf("got %d rows, want 14: %v", len(mergedRows), mergedRows)
+			}
+		})
+	}
+}
+
+// TestMergedRunRunsPrepared: a run of INSERTs merged into one statement
+// runs through its prepared shape, once per run, and a run of another
+// length through a shape of its own.
+func TestMergedRunRunsPrepared(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := openFSM(t, db)
+	defer f.close()
+	if err := results(t, f, logEntry(t, 1, stmt("CREATE TABLE u(a INTEGER, b VARCHAR)")))[0].err; err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{3, 3, 5} {
+		var cmds []wal.Command
+		for j := range n {
+			cmds = append(cmds, stmt(fmt.Sprintf("INSERT INTO u VALUES (%d, 'v%d')", j, j)))
 		}
-		if m.err != nil {
-			continue
+		before, shapes := f.shapes.hits, f.shapes.order.Len()
+		for _, r := range results(t, f, logEntry(t, uint64(i+2), cmds...)) {
+			if r.err != nil || r.res.RowsChanged != 1 {
+				t.Fatalf("entry %d: %+v", i+2, r)
+			}
 		}
-		if m.res.RowsChanged != s.res.RowsChanged || m.res.Replayed != s.res.Replayed ||
-			!reflect.DeepEqual(m.res.Columns, s.res.Columns) || !reflect.DeepEqual(m.res.Chunks, s.res.Chunks) {
-			t.Errorf("command %d: merged %+v, separate %+v", i, m.res, s.res)
+		if f.shapes.hits != before+1 {
+			t.Errorf("entry %d of %d INSERTs: %d statements ran prepared, want 1", i+2, n, f.shapes.hits-before)
+		}
+		if want := shapes + map[bool]int{true: 1}[i != 1]; f.shapes.order.Len() != want {
+			t.Errorf("entry %d: %d shapes kept, want %d", i+2, f.shapes.order.Len(), want)
 		}
 	}
-	for _, i := range []int{3, 6, 7} {
-		if merged[i].err == nil {
-			t.Errorf("command %d succeeded, want its own error", i)
-		}
-	}
-	if !reflect.DeepEqual(mergedRows, separateRows) {
-		t.Errorf("state differs:\nmerged   %v\nseparate %v", mergedRows, separateRows)
-	}
-	if len(mergedRows) != 11 {
-		t.Errorf("got %d rows, want 11: %v", len(mergedRows), mergedRows)
+	if got := queryInt(t, db, "SELECT count(*) FROM u"); got != 11 {
+		t.Fatalf("%d rows, want 11", got)
 	}
 }
 

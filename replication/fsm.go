@@ -790,7 +790,7 @@ func (e *runError) Unwrap() error { return e.err }
 // applyRun applies a run of INSERTs as one statement and gives each command
 // its own result, as if it had run alone.
 func (f *fsm) applyRun(ctx context.Context, run insertRun, work []pending, added *keyCache) error {
-	n, err := f.conn.Exec(ctx, run.sql)
+	n, err := f.execRun(ctx, run)
 	if err == nil && !f.conn.InTransaction() {
 		return fmt.Errorf("entry %d: %w", work[run.first].index, errTxnBroken)
 	}
@@ -824,6 +824,18 @@ func (f *fsm) applyRun(ctx context.Context, run insertRun, work []pending, added
 		}
 	}
 	return nil
+}
+
+// execRun runs a merged INSERT through its prepared shape where it has one
+// (shapes.go), else as literal text. A failure on the prepared path fails
+// the run, whose commands are then applied alone, each through its own
+// shape or text, so the literal text still decides every error a client
+// sees and a node records.
+func (f *fsm) execRun(ctx context.Context, run insertRun) (int64, error) {
+	if n, ok, err := f.shapes.run(ctx, wal.Statement{SQL: run.sql}, sqltext.Parse(run.sql)); ok {
+		return n, err
+	}
+	return f.conn.Exec(ctx, run.sql)
 }
 
 // countType is the type of DuckDB's "Count" result column.

@@ -201,10 +201,10 @@ var keyColumns = []wire.LogicalType{
 //
 // A batch of a few records (every batch at one client) goes through an
 // INSERT prepared once per layout of its rows and kept on the apply
-// connection: DuckDB's appender costs more there, most of it in the
-// COMMIT after it (about 0.8 ms a transaction against 0.1–0.3 for the
-// prepared INSERT, docs/benchmarks.md), while for tens of records the
-// two cost alike and the appender needs no statement per row count.
+// connection: for one record DuckDB's appender took 0.8–1.0 ms of the
+// batch against 0.24–0.33 ms for the prepared INSERT (BenchmarkApplySteps,
+// docs/benchmarks.md), while for tens of records the two cost alike and
+// the appender needs no statement per row count.
 // Unset columns are NULL in the statement's text, never bound, so every
 // parameter is bound with its column's type and DuckDB does not bind the
 // statement again at each run.
