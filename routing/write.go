@@ -336,7 +336,7 @@ func (w *writer) applyOnLeader(ctx context.Context, cmd wal.Command, lexed []sql
 			}
 			stmt := lexedStatement(lexed, statements, entry.SQL)
 			statements++
-			if err := w.mixedEngines(analyze.LiteralInsert(stmt)); err != nil {
+			if err := w.mixedEngines(stmt.LiteralInsert()); err != nil {
 				return nil, err
 			}
 			plan, text, err := w.analyzer.Decide(ctx, stmt, now, w.volatile, w.log)

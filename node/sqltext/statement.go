@@ -1,6 +1,7 @@
 package sqltext
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -60,6 +61,68 @@ func (s Statement) Verb() (string, int) {
 		return "", -1
 	}
 	return s.verb, s.verbAt
+}
+
+// LiteralInsert reports whether s is an INSERT INTO t [(columns)] VALUES
+// of literals and parameters only (numbers, strings, NULL, TRUE, FALSE, a
+// sign): the hot path of writes, which the lexer alone decides. Such a
+// statement calls nothing and reads no row.
+func (s Statement) LiteralInsert() bool {
+	if s.Err() != nil {
+		return false
+	}
+	sig := s.Significant()
+	k := 0
+	next := func(w string) bool {
+		if k < len(sig) && sig[k].Is(w) {
+			k++
+			return true
+		}
+		return false
+	}
+	if !next("insert") || !next("into") {
+		return false
+	}
+	for k < len(sig) && (sig[k].Kind == TokIdent || sig[k].Kind == TokQuotedIdent) {
+		k++
+		if k < len(sig) && sig[k].IsPunct('.') {
+			k++
+			continue
+		}
+		break
+	}
+	if k < len(sig) && sig[k].IsPunct('(') {
+		for k++; k < len(sig) && !sig[k].IsPunct(')'); k++ {
+			if t := sig[k]; t.Kind != TokIdent && t.Kind != TokQuotedIdent && !t.IsPunct(',') {
+				return false
+			}
+		}
+		k++
+	}
+	if !next("values") {
+		return false
+	}
+	for ; k < len(sig); k++ {
+		t := sig[k]
+		switch t.Kind {
+		case TokNumber, TokString, TokParam:
+		case TokPunct:
+			if !slices.Contains([]string{"(", ")", ",", ";"}, t.Text) {
+				return false
+			}
+		case TokOp:
+			if t.Text != "-" && t.Text != "+" {
+				return false
+			}
+		case TokIdent:
+			if !t.Is("null") && !t.Is("true") && !t.Is("false") {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Err returns the lexer's error (wrapping ErrSyntax) for a text it cannot

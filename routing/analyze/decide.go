@@ -29,7 +29,7 @@ func reservedTop(name, catalog string) bool {
 // also rewrites the clock), then DuckDB's binder on the rewritten text. It
 // returns the plan to replicate, or an error wrapping
 // sqltext.ErrNondeterministic. The binder is skipped for a plan already
-// materialized and for LiteralInsert; where it cannot bind (ErrUnbound),
+// materialized and for a literal INSERT (sqltext.Statement.LiteralInsert); where it cannot bind (ErrUnbound),
 // the text's own signs of sampling and rowid and the definitions it names
 // (unboundAnalysis) stand in for the plan. The statement is read as it was
 // lexed; only a text the clock's rewrite changed is lexed again.
@@ -52,7 +52,12 @@ func (a *Analyzer) Decide(ctx context.Context, st sqltext.Statement, ts time.Tim
 	if plan.SQL != st.Text {
 		rewritten = sqltext.Parse(plan.SQL)
 	}
-	if LiteralInsert(rewritten) {
+	// A literal INSERT calls nothing and reads no row; the only
+	// expressions it makes DuckDB evaluate are the target's DEFAULTs for
+	// columns it leaves out, which sqltext.Deterministic checked when the
+	// table was created (see DESIGN.md), and the actions of the target's
+	// triggers, which checkTrigger checked when each was created.
+	if rewritten.LiteralInsert() {
 		return plan, rewritten, nil
 	}
 	an, err := a.Analyze(ctx, rewritten)

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/duckraft/duckraft/node/sqltext"
@@ -186,69 +185,4 @@ func (an Analysis) describe(name string) (call, through string) {
 
 func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sqltext.ErrNondeterministic}, args...)...)
-}
-
-// LiteralInsert reports whether st is an INSERT INTO t [(columns)] VALUES
-// of literals and parameters only: the hot path of writes, which the lexer
-// alone decides. Such a statement calls nothing and reads no row; the only
-// expressions it makes DuckDB evaluate are the target's DEFAULTs for
-// columns it leaves out, which sqltext.Deterministic checked when the table
-// was created (see DESIGN.md), and the actions of the target's triggers,
-// which checkTrigger checked when each was created.
-func LiteralInsert(st sqltext.Statement) bool {
-	if st.Err() != nil {
-		return false
-	}
-	sig := st.Significant()
-	k := 0
-	next := func(w string) bool {
-		if k < len(sig) && sig[k].Is(w) {
-			k++
-			return true
-		}
-		return false
-	}
-	if !next("insert") || !next("into") {
-		return false
-	}
-	for k < len(sig) && (sig[k].Kind == sqltext.TokIdent || sig[k].Kind == sqltext.TokQuotedIdent) {
-		k++
-		if k < len(sig) && sig[k].IsPunct('.') {
-			k++
-			continue
-		}
-		break
-	}
-	if k < len(sig) && sig[k].IsPunct('(') {
-		for k++; k < len(sig) && !sig[k].IsPunct(')'); k++ {
-			if t := sig[k]; t.Kind != sqltext.TokIdent && t.Kind != sqltext.TokQuotedIdent && !t.IsPunct(',') {
-				return false
-			}
-		}
-		k++
-	}
-	if !next("values") {
-		return false
-	}
-	for ; k < len(sig); k++ {
-		t := sig[k]
-		switch t.Kind {
-		case sqltext.TokNumber, sqltext.TokString, sqltext.TokParam:
-		case sqltext.TokPunct:
-			if !slices.Contains([]string{"(", ")", ",", ";"}, t.Text) {
-				return false
-			}
-		case sqltext.TokOp:
-			if t.Text != "-" && t.Text != "+" {
-				return false
-			}
-		case sqltext.TokIdent:
-			if !t.Is("null") && !t.Is("true") && !t.Is("false") {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -279,6 +279,53 @@ func TestPlainRead(t *testing.T) {
 	}
 }
 
+// TestPlainInsert: the literal INSERTs that skip DuckDB's parser, and for
+// each of them DuckDB's own reading: one statement, a write, as the parser
+// path classifies it.
+func TestPlainInsert(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO bench VALUES (1, 2, 'payload-1-2')":            true,
+		"  insert into main.\"T\" (a, \"B\") VALUES (-1, NULL);;  ": true,
+		"INSERT INTO t VALUES ('a;b'), ('it''s'), ('--x'), ('/*')":  true,
+		"INSERT INTO \"we\"\"ird;\" VALUES (?, $1, true, 1.5e3)":    true,
+		"INSERT INTO t VALUES ('ünï'), (+2)":                        true,
+		"INSERT INTO t VALUES (E'a\\'; DROP TABLE t; --')":          false,
+		"INSERT INTO t VALUES ($$a;b$$)":                            false,
+		"INSERT INTO t VALUES (X'ff')":                              false,
+		"INSERT INTO t VALUES (1) -- done":                          false,
+		"/* c */ INSERT INTO t VALUES (1)":                          false,
+		"INSERT INTO t VALUES (1) /* ; */":                          false,
+		"INSERT INTO t VALUES (random())":                           false,
+		"INSERT INTO t SELECT 1":                                    false,
+		"INSERT INTO t VALUES (1); DELETE FROM t":                   false,
+	} {
+		lexed, err := sqltext.Split(sql)
+		if err != nil {
+			t.Fatalf("%q: %v", sql, err)
+		}
+		if got := len(lexed) == 1 && plainInsert(sql, lexed[0]); got != want {
+			t.Errorf("plainInsert(%q) = %v; want %v", sql, got, want)
+		}
+		if !want {
+			continue
+		}
+		parsed, err := classifyTexts(sqlParser(), sql, lexed)
+		if err != nil || len(parsed) != 1 || parsed[0].Class != Write {
+			t.Errorf("%q through DuckDB's parser: %v, %v", sql, parsed, err)
+		}
+		if n, err := sqlParser().Count(sql); err != nil || n != 1 {
+			t.Errorf("%q: DuckDB counts %d statements, %v", sql, n, err)
+		}
+		got, err := Statements(sql)
+		if err != nil || len(got) != 1 || got[0].Class != Write {
+			t.Errorf("Statements(%q) = %v, %v", sql, got, err)
+		}
+		if _, ok := classCache.get(sql); ok {
+			t.Errorf("%q was cached", sql)
+		}
+	}
+}
+
 func TestClassifyCache(t *testing.T) {
 	sql := "SELECT count(*), nextval('cache_test') FROM t; -- TestClassifyCache"
 	for i := range 2 {
@@ -504,4 +551,36 @@ func textClasses(stmts []Statement) []textClass {
 		out = append(out, textClass{st.Text, st.Class})
 	}
 	return out
+}
+
+// FuzzPlainInsert: a text that skips DuckDB's parser as a plain literal
+// INSERT is never more than one statement to DuckDB, and never anything but
+// a write where DuckDB's parser reads it.
+func FuzzPlainInsert(f *testing.F) {
+	for _, s := range []string{
+		"INSERT INTO bench VALUES (1, 2, 'payload-1-2')",
+		"insert into main.\"T\" (a, \"B\") VALUES (-1, NULL);;",
+		"INSERT INTO t VALUES ('a;b'), ('it''s'), ('--x'), ('/*')",
+		"INSERT INTO \"we\"\"ird;\" VALUES (?, $1, true, 1.5e3)",
+		"INSERT INTO t VALUES (E'a\\'; DROP TABLE t; --')",
+		"INSERT INTO t VALUES (1) /* ; */",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		lexed, err := sqltext.Split(sql)
+		if err != nil || len(lexed) != 1 || !plainInsert(sql, lexed[0]) {
+			return
+		}
+		n, err := sqlParser().Count(sql)
+		if err != nil {
+			return // rejected where it is applied, on every node alike
+		}
+		if n != 1 {
+			t.Fatalf("%q: a plain INSERT that DuckDB splits into %d statements", sql, n)
+		}
+		if parsed, err := classifyTexts(sqlParser(), sql, lexed); err == nil && (len(parsed) != 1 || parsed[0].Class != Write) {
+			t.Fatalf("%q: DuckDB's parser reads %v", sql, parsed)
+		}
+	})
 }
