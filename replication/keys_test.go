@@ -239,7 +239,7 @@ func TestInvalidUTF8ErrorIsRecorded(t *testing.T) {
 
 // TestKeyWriterLayouts writes batches of every row layout through the
 // keyWriter's prepared INSERTs, and the same batches through the
-// appender into another database, and checks the two tables hold the same
+// appender in their place, and checks the two tables hold the same
 // rows, the applied index the batch's last, and a marker row only where
 // the last entry left no key record.
 func TestKeyWriterLayouts(t *testing.T) {
@@ -260,6 +260,11 @@ func TestKeyWriterLayouts(t *testing.T) {
 	for i := range maxPreparedKeyRows + 3 {
 		many = append(many, ok(fmt.Sprintf("m%d", i), uint64(100+i)))
 	}
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f := openFSM(t, db)
+	defer f.close()
+	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
 		records  []*keyRecord
@@ -279,11 +284,12 @@ func TestKeyWriterLayouts(t *testing.T) {
 		{"past prepared", many, many[len(many)-1].idx + 1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			var tables [2]string
 			for i, viaAppender := range []bool{false, true} {
-				db := openDB(t, t.TempDir())
-				f := openFSM(t, db)
+				if _, err := f.conn.Exec(ctx, "DELETE FROM _duckraft.keys"); err != nil {
+					t.Fatal(err)
+				}
+				f.keyWriter.reset()
 				if err := f.conn.Begin(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -319,8 +325,6 @@ func TestKeyWriterLayouts(t *testing.T) {
 					t.Fatal(err)
 				}
 				tables[i] = strings.Join(res, "\n")
-				f.close()
-				db.Close()
 			}
 			if tables[0] != tables[1] {
 				t.Errorf("prepared:\n%s\nappender:\n%s", tables[0], tables[1])
