@@ -40,19 +40,23 @@ func newCPUPinning() (*cpuPinning, error) {
 	if p.all.Count() < 2 {
 		return nil, fmt.Errorf("%w: this process may use %d", errFewCPUs, p.all.Count())
 	}
-	first := true
-	for cpu := range len(p.all) * 64 {
-		if !p.all.IsSet(cpu) {
-			continue
-		}
-		if first {
-			p.leader.Set(cpu)
-			first = false
-		} else {
-			p.rest.Set(cpu)
-		}
+	cpus := cpusOf(&p.all)
+	p.leader.Set(cpus[0])
+	for _, cpu := range cpus[1:] {
+		p.rest.Set(cpu)
 	}
 	return &p, nil
+}
+
+// cpusOf lists the CPUs of set, in order.
+func cpusOf(set *unix.CPUSet) []int {
+	var cpus []int
+	for cpu := range len(set) * 64 {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
 }
 
 // pin puts every thread of process leader on the leader's CPU, every
@@ -78,19 +82,30 @@ func (p *cpuPinning) pin(leader int, others []int) (restore func(), err error) {
 
 // pinThreads sets the CPU affinity of every thread of process pid.
 func pinThreads(pid int, set *unix.CPUSet) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tids, err := threadsOf(pid)
 	if err != nil {
-		return fmt.Errorf("threads of process %d: %w", pid, err)
+		return err
 	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		// A thread that ended since the listing is no error.
 		if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("CPU affinity of thread %d of process %d: %w", tid, pid, err)
 		}
 	}
 	return nil
+}
+
+// threadsOf lists the thread IDs of process pid.
+func threadsOf(pid int) ([]int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("threads of process %d: %w", pid, err)
+	}
+	tids := make([]int, 0, len(tasks))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
 }

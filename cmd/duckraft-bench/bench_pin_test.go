@@ -51,13 +51,11 @@ func startSleeper(t *testing.T) int {
 // wantAffinity checks every thread of pid may run on exactly want.
 func wantAffinity(t *testing.T, pid int, want *unix.CPUSet) {
 	t.Helper()
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tids, err := threadsOf(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, task := range tasks {
-		var tid int
-		fmt.Sscan(task.Name(), &tid)
+	for _, tid := range tids {
 		var got unix.CPUSet
 		if err := unix.SchedGetaffinity(tid, &got); err != nil {
 			if errors.Is(err, unix.ESRCH) {
@@ -71,12 +69,4 @@ func wantAffinity(t *testing.T, pid int, want *unix.CPUSet) {
 	}
 }
 
-func cpuList(s *unix.CPUSet) string {
-	var cpus []string
-	for cpu := range len(s) * 64 {
-		if s.IsSet(cpu) {
-			cpus = append(cpus, fmt.Sprint(cpu))
-		}
-	}
-	return strings.Join(cpus, ",")
-}
+func cpuList(s *unix.CPUSet) string { return strings.Trim(fmt.Sprint(cpusOf(s)), "[]") }

@@ -92,9 +92,11 @@ func systemTitle(s string) string {
 	case "duckraft-1":
 		return "duckraft, 1 node"
 	}
-	if n := clusterSize(s); n > 0 && strings.HasSuffix(s, pinnedSuffix) {
+	n := clusterSize(s)
+	switch {
+	case n > 0 && strings.HasSuffix(s, pinnedSuffix):
 		return fmt.Sprintf("duckraft, %d nodes, the leader alone on one CPU", n)
-	} else if n > 0 {
+	case n > 0:
 		return fmt.Sprintf("duckraft, %d nodes", n)
 	}
 	return s

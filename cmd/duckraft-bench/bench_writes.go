@@ -232,16 +232,25 @@ func duckraftWriteSystem(ctx context.Context, d *deployment) (*writeSystem, erro
 // leaderCPU is the ID of a local cluster's leader and the CPU time its
 // process has used so far.
 func (d *deployment) leaderCPU() (string, time.Duration, error) {
-	st, err := d.status(apiAddr(d.servers[0]))
+	l, err := d.leader()
 	if err != nil {
 		return "", 0, err
 	}
-	l := leaderOf(st, d.nodes)
-	if l == nil {
-		return "", 0, fmt.Errorf("%s: no leader", d.name)
-	}
 	cpu, err := processCPU(l.cmd.Process.Pid)
 	return l.id, cpu, err
+}
+
+// leader is a local cluster's leader, as its first server knows it.
+func (d *deployment) leader() (*benchNode, error) {
+	st, err := d.status(apiAddr(d.servers[0]))
+	if err != nil {
+		return nil, err
+	}
+	l := leaderOf(st, d.nodes)
+	if l == nil {
+		return nil, fmt.Errorf("%s: no leader", d.name)
+	}
+	return l, nil
 }
 
 // pinLeader returns the pin of a pinned local cluster: the clients were
@@ -253,12 +262,11 @@ func (d *deployment) pinLeader() (func() (func(), error), error) {
 		return nil, err
 	}
 	return func() (func(), error) {
-		st, err := d.status(apiAddr(d.servers[0]))
+		l, err := d.leader()
 		if err != nil {
 			return nil, err
 		}
-		l := leaderOf(st, d.nodes)
-		if l == nil || "quack:"+l.quack != d.servers[0] {
+		if "quack:"+l.quack != d.servers[0] {
 			return nil, fmt.Errorf("%s: the leader moved away from the node the clients use", d.name)
 		}
 		var others []int
