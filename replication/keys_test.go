@@ -293,10 +293,9 @@ func TestKeyWriterLayouts(t *testing.T) {
 				if err := f.conn.Begin(ctx); err != nil {
 					t.Fatal(err)
 				}
-				marker := len(tc.records) == 0 || tc.records[len(tc.records)-1].idx != tc.last
 				var err error
 				if viaAppender {
-					err = appendKeys(f.conn, tc.records, tc.last, marker)
+					err = appendKeys(f.conn, tc.records, tc.last, tc.marker)
 				} else {
 					err = f.keyWriter.store(tc.records, tc.last)
 				}

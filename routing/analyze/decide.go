@@ -29,9 +29,10 @@ func reservedTop(name, catalog string) bool {
 // also rewrites the clock), then DuckDB's binder on the rewritten text. It
 // returns the plan to replicate, or an error wrapping
 // sqltext.ErrNondeterministic. The binder is skipped for a plan already
-// materialized and for a literal INSERT (sqltext.Statement.LiteralInsert); where it cannot bind (ErrUnbound),
-// the text's own signs of sampling and rowid and the definitions it names
-// (unboundAnalysis) stand in for the plan. The statement is read as it was
+// materialized and for a literal INSERT (sqltext.Statement.LiteralInsert);
+// where it cannot bind (ErrUnbound), the text's own signs of sampling and
+// rowid and the definitions it names (unboundAnalysis) stand in for the
+// plan. The statement is read as it was
 // lexed; only a text the clock's rewrite changed is lexed again.
 //
 // text is plan.SQL as lexed here, which the leader's proof of the write

@@ -121,7 +121,7 @@ func Statements(sql string) ([]Statement, error) {
 // Such texts skip DuckDB's parser and the cache: point queries with
 // changing literals would only churn it.
 func plainRead(sql string) bool {
-	s := strings.TrimLeft(strings.TrimRight(sql, " \t\n\r\f\v;"), " \t\n\r\f\v")
+	s := bare(sql)
 	if strings.ContainsAny(s, "(;") {
 		return false
 	}
@@ -139,6 +139,11 @@ func plainRead(sql string) bool {
 	return false
 }
 
+// bare is sql without the space around it and its trailing semicolons.
+func bare(sql string) string {
+	return strings.TrimLeft(strings.TrimRight(sql, " \t\n\r\f\v;"), " \t\n\r\f\v")
+}
+
 // plainInsert reports whether sql is st, a literal INSERT (an INSERT INTO
 // t [(columns)] VALUES of numbers, '…' strings, parameters, NULL, TRUE and
 // FALSE), with nothing around it but space and semicolons: a write, one
@@ -153,8 +158,7 @@ func plainInsert(sql string, st sqltext.Statement) bool {
 	if !st.LiteralInsert() {
 		return false
 	}
-	i := strings.Index(sql, st.Text)
-	if i < 0 || strings.TrimSpace(sql[:i]) != "" || strings.Trim(sql[i+len(st.Text):], " \t\n\r\f\v;") != "" {
+	if bare(sql) != st.Text {
 		return false
 	}
 	for _, t := range st.Tokens() {
