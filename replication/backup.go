@@ -97,6 +97,7 @@ func (f *fsm) pinBackup() (*fsmSnapshot, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	f.readsStages(snap)
 	schema, err := hashSchema(context.Background(), snap.conn)
 	if err != nil {
 		snap.Release()
@@ -306,8 +307,9 @@ const metaColumns = `SELECT table_name || ': ' || string_agg(column_name || ' ' 
 
 // checkMetaTables checks that the metadata tables on conn have the columns
 // the FSM creates (metaDDL), and that the applied table holds its one row.
-// The stages table may be missing: backups taken before stages existed
-// lack it, and the FSM creates it when it opens the database.
+// The stages and staged_entries tables may be missing: backups taken
+// before they existed lack them, and the FSM creates them when it opens the
+// database.
 func checkMetaTables(conn *engine.Conn) error {
 	ctx := context.Background()
 	want, err := metaTables()
@@ -324,7 +326,7 @@ func checkMetaTables(conn *engine.Conn) error {
 	got := tableLines(lines)
 	for table, cols := range want {
 		switch have, ok := got[table]; {
-		case !ok && table == "stages":
+		case !ok && (table == "stages" || table == "staged_entries"):
 		case !ok:
 			return fmt.Errorf("it has no table %s.%s", metaSchema, table)
 		case have != cols:
@@ -428,6 +430,7 @@ func (s *Store) seedSnapshot(snaps raft.SnapshotStore) error {
 	if err != nil {
 		return err
 	}
+	s.fsm.readsStages(snap)
 	defer snap.Release()
 	conf := raft.Configuration{Servers: []raft.Server{{
 		Suffrage: raft.Voter, ID: raft.ServerID(s.cfg.ID), Address: s.trans.LocalAddr(),

@@ -33,6 +33,7 @@ var metaDDL = []string{
 	// down every insert.
 	`DROP INDEX IF EXISTS ` + metaSchema + `.keys_key`,
 	stagesDDL,
+	stagedEntriesDDL,
 }
 
 // Backoff between the attempts of a batch that failed for a node-local
@@ -73,6 +74,13 @@ type fsm struct {
 	observeSnapshot func(time.Duration, int64, error)
 	// onHalt is Config.OnHalt; nil tells nobody.
 	onHalt func(error)
+	// stageLog is the Raft log that staged parts' rows are read back from
+	// (stagelog.go), set by the store before raft starts; holds is what of
+	// it raft must keep for them. stagesTouched says an apply changed
+	// staged_entries since holds was last set from it.
+	stageLog      raft.LogStore
+	holds         *logHolds
+	stagesTouched bool
 
 	applied atomic.Uint64
 	// covered, once the store sets it, reports that the newest snapshot
@@ -119,7 +127,7 @@ func newFSM(db *engine.DB, keyWindow uint64, log *slog.Logger) (*fsm, error) {
 		return nil, err
 	}
 	f := &fsm{db: db, conn: conn, log: log, keyWindow: keyWindow, keys: newKeyCache(keyWindow), serial: serial,
-		shapes: newShapeCache(conn, maxShapes), keyWriter: newKeyWriter(conn), changed: make(chan struct{}), closing: make(chan struct{})}
+		shapes: newShapeCache(conn, maxShapes), keyWriter: newKeyWriter(conn), holds: newLogHolds(), changed: make(chan struct{}), closing: make(chan struct{})}
 	if f.pins, err = readPins(conn); err != nil {
 		f.close()
 		return nil, err
@@ -153,6 +161,9 @@ func (f *fsm) init() error {
 		return err
 	}
 	if err := f.keys.load(f.conn, idx); err != nil {
+		return err
+	}
+	if err := f.refreshHolds(ctx); err != nil {
 		return err
 	}
 	f.applied.Store(idx)
@@ -420,6 +431,12 @@ func (f *fsm) applyWork(work []pending, prev, last uint64) error {
 	for {
 		added := newKeyCache(f.keyWindow)
 		at, err := f.tryApply(work, failed, alone, added, prev, last)
+		if err == nil && f.stagesTouched {
+			// Until it is set, holds keeps at least what is committed.
+			if err := f.refreshHolds(context.Background()); err != nil {
+				f.log.Warn("staged entries: keeping the log from the first entry applied", "err", err)
+			}
+		}
 		if err == nil {
 			for _, r := range added.order {
 				f.keys.add(r)
@@ -634,7 +651,7 @@ func (f *fsm) applyEntry(ctx context.Context, e wal.Entry, texts []sqltext.State
 		}
 	case wal.Stage:
 		f.shapes.reset()
-		return f.applyStage(ctx, e, ts, res)
+		return f.applyStage(ctx, e, res.Index, ts, res)
 	case wal.Staged:
 		f.shapes.reset()
 		return f.applyStaged(ctx, e, res)
@@ -862,7 +879,8 @@ func nodeLocal(err error) bool {
 		}
 		return nodeLocalErrors[e.Type]
 	}
-	return errors.Is(err, errTxnBroken) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, errTxnBroken) || errors.Is(err, errStageLog) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Snapshot implements raft.FSM. It pins a read transaction at the current
@@ -882,10 +900,19 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	snap, err := pinSnapshot(f.db, f.pins, f.log)
 	if err == nil {
+		f.readsStages(snap)
 		snap.observe = f.observeSnapshot
 		snap.compress = f.compress == nil || f.compress()
 	}
 	return snap, err
+}
+
+// readsStages lets snap read the staged rows it holds back from the log,
+// which keeps them until snap is released. Called between two applies,
+// when snap's view and the holds agree.
+func (f *fsm) readsStages(snap *fsmSnapshot) {
+	snap.stageLog = f.stageLog
+	snap.unpin = f.holds.pin()
 }
 
 // Restore implements raft.FSM: it replaces the whole database with the
@@ -909,6 +936,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.keys = keys
 	f.shapes.reset()
 	f.keyWriter.reset()
+	if err := f.refreshHolds(context.Background()); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
 	f.setApplied(idx)
 	f.log.Info("restored snapshot", "applied", idx)
 	return nil

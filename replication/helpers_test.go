@@ -36,7 +36,8 @@ func openDB(t testing.TB, dir string) *engine.DB {
 	return db
 }
 
-// openFSM opens an FSM on db with a large key window. The caller closes it
+// openFSM opens an FSM on db with a large key window and an in-memory log
+// for staged rows (applyOne stores its entries there). The caller closes it
 // before db.
 func openFSM(t testing.TB, db *engine.DB) *fsm {
 	t.Helper()
@@ -44,6 +45,7 @@ func openFSM(t testing.TB, db *engine.DB) *fsm {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.stageLog = raft.NewInmemStore()
 	return f
 }
 

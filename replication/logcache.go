@@ -19,6 +19,9 @@ import (
 type logCache struct {
 	store    raft.LogStore
 	maxBytes int
+	// keep, if set, is the first index that compaction must keep (the
+	// staged rows of open transactions, logHolds.keep), or 0 for none.
+	keep func() uint64
 
 	mu          sync.RWMutex
 	slots       []*raft.Log
@@ -104,8 +107,28 @@ func (c *logCache) FirstIndex() (uint64, error) { return c.store.FirstIndex() }
 func (c *logCache) LastIndex() (uint64, error) { return c.store.LastIndex() }
 
 // DeleteRange implements raft.LogStore; like raft's LogCache it forgets
-// every cached entry.
+// every cached entry. A compaction of the log's head stops before keep:
+// raft reads a deleted range only to replicate it, and sends a snapshot
+// when the entries are gone, so keeping more than it asked is safe. A
+// deletion of the whole log (raft's after installing a snapshot, which
+// carries the staged rows) or of its tail (a follower's conflicting
+// entries, never applied), both of which end at the last index, is done as
+// asked.
 func (c *logCache) DeleteRange(lo, hi uint64) error {
+	if c.keep != nil {
+		if k := c.keep(); k != 0 && k <= hi {
+			last, err := c.store.LastIndex()
+			if err != nil {
+				return err
+			}
+			if hi < last {
+				hi = k - 1
+			}
+			if hi < lo {
+				return nil
+			}
+		}
+	}
 	c.mu.Lock()
 	c.clear()
 	c.mu.Unlock()

@@ -10,7 +10,9 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +45,13 @@ const (
 	// Builds before nested schemas refuse it as an unknown kind.
 	framePathTable = 'P'
 	frameChunk     = 'C'
-	frameEnd       = 'E'
+	// frameStaged is one Stage entry of an open staged part: the stage's
+	// id, the part, the part's row the entry starts at, then its chunks
+	// (encodeStageBody). A node restored from the snapshot keeps them in
+	// staged_entries, since its log will not hold them. Builds before
+	// staged rows were kept in the log refuse it as an unknown kind.
+	frameStaged = 'S'
+	frameEnd    = 'E'
 )
 
 // maxFrame bounds one frame so a corrupt length cannot allocate wildly.
@@ -67,6 +75,10 @@ type fsmSnapshot struct {
 	// compress says Persist may compress frames: every server of the
 	// configuration reads them.
 	compress bool
+	// stageLog is the log the staged rows of open parts are read from
+	// (fsm.readsStages); unpin, if set, lets the log drop them again.
+	stageLog raft.LogStore
+	unpin    func()
 }
 
 // pinSnapshot opens a connection with the applier's settings (pins) and a
@@ -154,7 +166,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // Release implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Release() { s.conn.Close() }
+func (s *fsmSnapshot) Release() {
+	s.conn.Close()
+	if s.unpin != nil {
+		s.unpin()
+	}
+}
 
 // schemaPaths is a WITH clause naming every schema of the database by its
 // path (DuckDB 2.0 nests schemas): qpath is the quoted path ("a"."b" for b
@@ -286,7 +303,9 @@ const stageTablesQuery = `SELECT table_name, sql FROM duckdb_tables() WHERE data
 
 // writeStages writes the rows staged by transactions not yet committed, and
 // the list of stages: a node restored from the snapshot must be able to
-// commit them as every other node does.
+// commit them as every other node does. The rows of a part staged into a
+// table by an older build go as that table; the others as one frame per
+// Stage entry, read from the log or from staged_entries' bodies.
 func (s *fsmSnapshot) writeStages(w *frameWriter) error {
 	tables, err := s.rows(stageTablesQuery)
 	if err != nil {
@@ -298,6 +317,32 @@ func (s *fsmSnapshot) writeStages(w *frameWriter) error {
 		}
 		if err := s.writeTable(w, []string{metaSchema}, t[0]); err != nil {
 			return err
+		}
+	}
+	ctx := context.Background()
+	parts, err := s.rows("SELECT DISTINCT id::VARCHAR, part::VARCHAR FROM " + metaSchema + ".staged_entries ORDER BY 1, 2")
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		id, err1 := strconv.ParseUint(p[0], 10, 64)
+		part, err2 := strconv.ParseUint(p[1], 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("staged entries: %w", err)
+		}
+		entries, err := stagedEntries(ctx, s.conn, id, uint32(part))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			chunks, err := stageBody(ctx, s.conn, s.stageLog, id, uint32(part), e)
+			if err != nil {
+				return err
+			}
+			b := binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, id), part), e.first)
+			if err := w.compressedFrame(frameStaged, append(b, encodeStageBody(chunks)...)); err != nil {
+				return err
+			}
 		}
 	}
 	return s.writeTable(w, []string{metaSchema}, "stages")
@@ -590,6 +635,7 @@ var dropQueries = []string{
 	`SELECT 'DELETE FROM ` + metaSchema + `.keys'`,
 	`SELECT 'DROP TABLE ` + metaSchema + `.' || table_name FROM (` + stageTablesQuery + `)`,
 	`SELECT 'DELETE FROM ` + metaSchema + `.stages'`,
+	`SELECT 'DELETE FROM ` + metaSchema + `.staged_entries'`,
 }
 
 // restoreSnapshot replaces the database with the snapshot read from r, in
@@ -665,6 +711,20 @@ func restoreSnapshot(conn *engine.Conn, r io.Reader) (uint64, error) {
 			}
 			if err := conn.AppendPath(schema, table, c); err != nil {
 				return 0, fmt.Errorf("restore: %w", err)
+			}
+		case frameStaged:
+			id, part, first := rd.uvarint(), rd.uvarint(), rd.uvarint()
+			if rd.err != nil {
+				break
+			}
+			if part > math.MaxUint32 {
+				return 0, fmt.Errorf("%w: staged rows of part %d", ErrSnapshotCorrupt, part)
+			}
+			if _, err := decodeStageBody(rd.b); err != nil {
+				return 0, err
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO "+metaSchema+".staged_entries VALUES (?, ?, ?, NULL, ?)", id, uint32(part), first, rd.b); err != nil {
+				return 0, fmt.Errorf("restore: staged rows: %w", err)
 			}
 		case frameEnd:
 			if n := rd.uvarint(); rd.err == nil && n != uint64(fr.frames-1) {

@@ -395,9 +395,13 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.WrapLogStore != nil {
 		logs = cfg.WrapLogStore(logs)
 	}
-	if logs, err = newLogCache(logCacheSize, logCacheBytes, logs); err != nil {
+	cache, err := newLogCache(logCacheSize, logCacheBytes, logs)
+	if err != nil {
 		return fail(err)
 	}
+	cache.keep = s.fsm.holds.keep
+	s.fsm.stageLog = cache
+	logs = cache
 	if s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.trans); err != nil {
 		return fail(err)
 	}

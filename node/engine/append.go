@@ -58,8 +58,31 @@ func (c *Conn) AppendChunks(path []string, table string, chunks []*wire.DataChun
 		return fmt.Errorf("append to %s: %w", name, err)
 	}
 	defer c.end(q)
-	if err := c.appendTx(q, path, table, chunks); err != nil {
+	if err := c.appendTx(q, path, table, nil, chunks); err != nil {
 		return fmt.Errorf("append to %s: %w", name, err)
+	}
+	return nil
+}
+
+// InsertChunks runs INSERT INTO the table at path SELECT * FROM the rows of
+// chunks, the rows typed as: each chunk is cast to those types first, as an
+// appender casts (the error names the column), then the INSERT casts by
+// position into the table's columns, as INSERT … SELECT from a table of
+// those types does. That is what replication's staged rows need: the rows of
+// a staged part enter their table as if they had first been appended to a
+// staging table of the part's types, without being written there.
+func (c *Conn) InsertChunks(path []string, table string, as []wire.LogicalType, chunks []*wire.DataChunk) error {
+	name := qualifiedName(path, table)
+	if len(path) == 0 || len(as) == 0 {
+		return fmt.Errorf("insert into %s: no schema or no column types", name)
+	}
+	q, err := c.begin(context.Background())
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", name, err)
+	}
+	defer c.end(q)
+	if err := c.appendTx(q, path, table, as, chunks); err != nil {
+		return fmt.Errorf("insert into %s: %w", name, err)
 	}
 	return nil
 }
@@ -70,14 +93,14 @@ func qualifiedName(path []string, table string) string {
 }
 
 // appendTx wraps append in a transaction unless one is open.
-func (c *Conn) appendTx(q *query, path []string, table string, chunks []*wire.DataChunk) error {
+func (c *Conn) appendTx(q *query, path []string, table string, as []wire.LogicalType, chunks []*wire.DataChunk) error {
 	if c.inTx {
-		return c.append(q, path, table, chunks)
+		return c.append(q, path, table, as, chunks)
 	}
 	if err := c.run("BEGIN TRANSACTION"); err != nil {
 		return err
 	}
-	if err := c.append(q, path, table, chunks); err != nil {
+	if err := c.append(q, path, table, as, chunks); err != nil {
 		if rerr := c.run("ROLLBACK"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
@@ -96,7 +119,11 @@ func (c *Conn) run(sql string) error {
 	return nil
 }
 
-func (c *Conn) append(q *query, path []string, table string, chunks []*wire.DataChunk) error {
+// append appends chunks to the table at path. With as, the rows go through
+// a query appender whose rows have those types (InsertChunks); without, a
+// table appender for a table of a plain schema, and a query appender of the
+// chunks' own types for a nested schema's.
+func (c *Conn) append(q *query, path []string, table string, as []wire.LogicalType, chunks []*wire.DataChunk) error {
 	if len(chunks) == 0 || slices.Contains(chunks, nil) {
 		return errors.New("nil chunk")
 	}
@@ -137,11 +164,30 @@ func (c *Conn) append(q *query, path []string, table string, chunks []*wire.Data
 	var app bindings.Appender
 	defer bindings.AppenderDestroy(&app)
 	var mismatch []string
-	if len(path) > 1 {
+	if len(path) > 1 || as != nil {
+		rowTypes := types
+		if as != nil {
+			if len(as) != ncols {
+				return fmt.Errorf("the rows have %d columns, the chunk %d", len(as), ncols)
+			}
+			rowTypes = make([]bindings.LogicalType, 0, ncols)
+			defer func() {
+				for i := range rowTypes {
+					bindings.DestroyLogicalType(&rowTypes[i])
+				}
+			}()
+			for i, t := range as {
+				lt, err := cType(c.conn, t)
+				if err != nil {
+					return fmt.Errorf("column %d: %w", i+1, err)
+				}
+				rowTypes = append(rowTypes, lt)
+			}
+		}
 		// Qualified by the catalog, the only form DuckDB 2.0 binds for every
 		// nested schema (main.child.t fails as main.child's).
 		insert := "INSERT INTO " + sqlquote.Path(append(append([]string{c.db.catalog}, path...), table)) + " SELECT * FROM appended_data"
-		if bindings.AppenderCreateQuery(c.conn, insert, types, "appended_data", nil, &app) == bindings.StateError {
+		if bindings.AppenderCreateQuery(c.conn, insert, rowTypes, "appended_data", nil, &app) == bindings.StateError {
 			return appenderError(app)
 		}
 	} else {
