@@ -253,3 +253,101 @@ func TestAbandonedStagesSwept(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedIngestOutlivesCompaction: a staged transaction's rows stay in
+// the Raft log until its COMMIT, while the log is compacted under it
+// (snapshots every 16 entries, 4 kept after). One follower, down since
+// before the transaction, comes back behind the compacted log and gets a
+// snapshot that carries the rows staged so far; then the other is killed
+// with SIGKILL in the middle of the transaction and restarted, and reads
+// its rows back from its own log. The COMMIT inserts every row once on
+// every node, and the nodes converge.
+func TestStagedIngestOutlivesCompaction(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Args: []string{"--stage-bytes", "65536",
+		"--snapshot-threshold", "16", "--trailing-logs", "4", "--snapshot-interval", "100ms"}})
+	leader := c.WaitForLeader(t, 10*time.Second)
+	behind, killed := c.Others(leader)[0], c.Others(leader)[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := client.Connect(ctx, "quack:"+leader.QuackAddr, client.Options{Token: testcluster.Token, Generation: wire.Q1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	snapshots := func() float64 {
+		t.Helper()
+		v, err := leader.Metric(fmt.Sprintf("duckraft_snapshot_duration_seconds_count{node=%q}", leader.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	waitSnapshot := func(after float64) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for snapshots() <= after {
+			if time.Now().After(deadline) {
+				t.Fatal("the leader took no snapshot within a minute")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	behind.Kill()
+	exec(t, conn, "CREATE TABLE before (i INTEGER)")
+	for i := range 40 {
+		exec(t, conn, fmt.Sprintf("INSERT INTO before VALUES (%d)", i))
+	}
+	const chunks, rowsPer = 60, 2048
+	exec(t, conn, "BEGIN TRANSACTION")
+	exec(t, conn, "CREATE TABLE compacted (i BIGINT, s VARCHAR, d DOUBLE)")
+	for k := range chunks {
+		switch k {
+		case 20:
+			// The log is compacted past the entries the stopped
+			// follower lacks, but not past the staged rows.
+			waitSnapshot(snapshots())
+			behind.Restart(t)
+			waitApplied(t, behind, leader)
+		case 40:
+			killed.Kill()
+		case 50:
+			waitSnapshot(snapshots())
+			killed.Restart(t)
+		}
+		if err := conn.Append(ctx, "main", "compacted", ingestChunk(t, k*rowsPer, rowsPer)); err != nil {
+			t.Fatalf("append %d: %v", k, err)
+		}
+	}
+	exec(t, conn, "COMMIT")
+	for _, n := range c.Nodes {
+		waitCount(t, n, "compacted", chunks*rowsPer)
+	}
+	if n, err := queryCount(conn, "SELECT count(DISTINCT i) FROM compacted"); err != nil || n != chunks*rowsPer {
+		t.Fatalf("%d distinct rows (%v), want %d", n, err, chunks*rowsPer)
+	}
+	waitNoStages(t, c)
+	c.WaitConverged(t, time.Minute)
+}
+
+// waitApplied waits until n has applied everything leader had applied when
+// it was called.
+func waitApplied(t *testing.T, n, leader *testcluster.Node) {
+	t.Helper()
+	metric := func(of *testcluster.Node) float64 {
+		t.Helper()
+		v, err := of.Metric(fmt.Sprintf("duckraft_raft_applied_index{node=%q}", of.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	want := metric(leader)
+	deadline := time.Now().Add(time.Minute)
+	for metric(n) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has not applied index %v within a minute", n.ID, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
