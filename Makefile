@@ -127,10 +127,13 @@ bench: build
 # chaos runs the workloads under a seeded, randomized schedule of kills,
 # restarts, pauses, partitions, blackholes and leadership transfers, and
 # prints a report (docs/reliability.md). SEED may list several seeds; a
-# failing seed reruns with make chaos SEED=…. VOTERS sizes the cluster.
-SEED     ?= $(shell date +%s)
-DURATION ?= 2m
-VOTERS   ?= 3
+# failing seed reruns with make chaos SEED=…. VOTERS sizes the cluster;
+# LOG_STORE picks the nodes' --raft-log-store (boltdb or wal; empty: the
+# default).
+SEED      ?= $(shell date +%s)
+DURATION  ?= 2m
+VOTERS    ?= 3
+LOG_STORE ?=
 # upgrade-test upgrades a running 3-node cluster of the build at OLD (default:
 # the last release on DuckDB 1.5.6, built in a throwaway worktree) to this
 # one, node by node under writes (docs/upgrade.md).
@@ -140,7 +143,7 @@ upgrade-test: build
 chaos: build
 	@for s in $(SEED); do \
 		$(GO) test -tags $(TAGS) ./testcluster/chaos -run '^TestChaos$$' -count=1 -timeout 30m -v \
-			-args -seed=$$s -duration=$(DURATION) -voters=$(VOTERS) || exit 1; \
+			-args -seed=$$s -duration=$(DURATION) -voters=$(VOTERS) -raft-log-store=$(LOG_STORE) || exit 1; \
 	done
 
 # ducklake is the long DuckLake run (testcluster/ducklake, docs/ducklake.md):

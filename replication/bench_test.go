@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/duckraft/duckraft/node/engine"
+	"github.com/duckraft/duckraft/node/wire"
 	"github.com/duckraft/duckraft/wal"
 )
 
@@ -140,4 +143,141 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkStagedIngest times a node's own work for a 1M-row staged
+// transaction of lineitem rows (16 columns, DuckDB's TPC-H generator), in
+// Stage entries of about 4 MiB as routing sends them (DefaultStageBytes):
+// raft's write of each entry to a raft-boltdb log with fsync, the Stage
+// entries' apply, and the COMMIT that reads the rows back from the log and
+// inserts them, with each log store. local is the same rows appended to a
+// table of a plain connection in one transaction, as bench ingest's local
+// DuckDB file does.
+func BenchmarkStagedIngest(b *testing.B) {
+	for _, kind := range []string{LogStoreBoltDB, LogStoreWAL} {
+		b.Run(kind, func(b *testing.B) { benchmarkStagedIngest(b, kind) })
+	}
+}
+
+func benchmarkStagedIngest(b *testing.B, kind string) {
+	dir := b.TempDir()
+	db, err := engine.Open(filepath.Join(dir, "duck.db"), engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	f, err := newFSM(db, 1<<16, testLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.close()
+	store, err := openRaftStore(kind, dir, hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	logs, err := newLogCache(logCacheSize, logCacheBytes, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logs.keep = f.holds.keep
+	f.stageLog = logs
+
+	gen, err := engine.Open("", engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gen.Close()
+	conn, err := gen.Connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), "CALL dbgen(sf = 0.17)"); err != nil {
+		b.Fatal(err)
+	}
+	ddl, err := conn.QueryStrings(context.Background(), "SELECT sql FROM duckdb_tables() WHERE table_name = 'lineitem'")
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn.Close()
+	chunks := encodedRows(b, gen, "SELECT * FROM lineitem LIMIT 1000000")
+	var entries [][][]byte
+	size := 0
+	for _, c := range chunks {
+		if len(entries) == 0 || size+len(c) > 4<<20 {
+			entries, size = append(entries, nil), 0
+		}
+		entries[len(entries)-1] = append(entries[len(entries)-1], c)
+		size += len(c)
+	}
+	decoded := make([]*wire.DataChunk, len(chunks))
+	for i, c := range chunks {
+		decoded[i] = mustDecode(b, c)
+	}
+	rows := uint64(0)
+	for _, c := range decoded {
+		rows += uint64(c.Rows)
+	}
+
+	var logWrite, stage, commit, local time.Duration
+	idx := uint64(0)
+	apply := func(cmd wal.Command) {
+		b.Helper()
+		idx++
+		l := logEntry(b, idx, cmd)
+		start := time.Now()
+		if err := logs.StoreLogs([]*raft.Log{l}); err != nil {
+			b.Fatal(err)
+		}
+		logWrite += time.Since(start)
+		start = time.Now()
+		r, _ := f.ApplyBatch([]*raft.Log{l})[0].(*entryResult)
+		if r == nil || r.results[0].err != nil {
+			b.Fatalf("entry %d: %v", idx, r)
+		}
+		switch cmd.Entry.(type) {
+		case wal.Stage:
+			stage += time.Since(start)
+		default:
+			commit += time.Since(start)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		table := fmt.Sprintf("t%d", i)
+		var offset uint64
+		for _, e := range entries {
+			apply(wal.Command{Entry: wal.Stage{ID: uint64(i + 1), Offset: offset, Chunks: e}})
+			for _, c := range e {
+				offset += uint64(mustDecode(b, c).Rows)
+			}
+		}
+		apply(wal.Command{Entry: wal.Txn{Entries: []wal.Entry{
+			wal.Statement{SQL: strings.Replace(ddl[0], "lineitem", table, 1)},
+			wal.Staged{ID: uint64(i + 1), Rows: rows, Schema: "main", Table: table},
+		}}})
+
+		start := time.Now()
+		plain, err := db.Connect()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := plain.Exec(ctx, strings.Replace(ddl[0], "lineitem", "local_"+table, 1)); err != nil {
+			b.Fatal(err)
+		}
+		// One appender and one transaction for all the rows.
+		if err := plain.AppendChunks([]string{"main"}, "local_"+table, decoded); err != nil {
+			b.Fatal(err)
+		}
+		plain.Close()
+		local += time.Since(start)
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / n }
+	b.ReportMetric(float64(len(entries)), "entries")
+	b.ReportMetric(ms(logWrite), "log-write-ms")
+	b.ReportMetric(ms(stage), "stage-apply-ms")
+	b.ReportMetric(ms(commit), "commit-ms")
+	b.ReportMetric(ms(local), "local-ms")
 }

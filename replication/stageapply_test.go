@@ -17,7 +17,7 @@ import (
 )
 
 // encodedRows returns the rows of query as encoded Q3 chunks.
-func encodedRows(t *testing.T, db *engine.DB, query string) [][]byte {
+func encodedRows(t testing.TB, db *engine.DB, query string) [][]byte {
 	t.Helper()
 	conn, err := db.Connect()
 	if err != nil {
@@ -401,7 +401,7 @@ func TestStagedRowsMatchStagingTable(t *testing.T) {
 	}
 }
 
-func mustDecode(t *testing.T, b []byte) *wire.DataChunk {
+func mustDecode(t testing.TB, b []byte) *wire.DataChunk {
 	t.Helper()
 	c, err := wire.DecodeDataChunk(wire.NewReader(b), wire.Limits{})
 	if err != nil {

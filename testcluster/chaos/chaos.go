@@ -39,6 +39,9 @@ type Config struct {
 	// KeepLogs copies the nodes' logs to DumpDir even when the run passes,
 	// to study a slow failover that broke no verdict.
 	KeepLogs bool
+	// LogStore is the nodes' --raft-log-store ("": duckraftd's default),
+	// so that the kills test each store's crash recovery.
+	LogStore string
 }
 
 func (c *Config) setDefaults() {
@@ -66,7 +69,11 @@ func Run(t *testing.T, cfg Config) *Report {
 	t.Helper()
 	cfg.setDefaults()
 	r := &Report{Seed: cfg.Seed, Duration: cfg.Duration, Plan: plan(cfg.Seed, cfg.Duration)}
-	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true, Args: []string{"--memory-limit", nodeMemory}})
+	args := []string{"--memory-limit", nodeMemory}
+	if cfg.LogStore != "" {
+		args = append(args, "--raft-log-store", cfg.LogStore)
+	}
+	c := testcluster.Start(t, cfg.Voters, testcluster.Options{Proxy: true, Args: args})
 	var lag *lagSampler
 	defer func() {
 		if r.Failed() || t.Failed() || cfg.KeepLogs {

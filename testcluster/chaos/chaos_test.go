@@ -11,6 +11,7 @@ var (
 	durationFlag = flag.Duration("duration", 2*time.Minute, "length of the chaos schedule")
 	keepLogsFlag = flag.Bool("keep-logs", false, "keep the nodes' logs even when the run passes")
 	votersFlag   = flag.Int("voters", 3, "number of voters in the cluster")
+	storeFlag    = flag.String("raft-log-store", "", "the nodes' --raft-log-store (default: duckraftd's)")
 )
 
 // TestChaos is make chaos: one seeded, randomized run of faults under the
@@ -19,7 +20,7 @@ func TestChaos(t *testing.T) {
 	if *seedFlag == 0 {
 		t.Skip("runs with make chaos SEED=… DURATION=…")
 	}
-	check(t, Run(t, Config{Seed: *seedFlag, Duration: *durationFlag, Voters: *votersFlag, KeepLogs: *keepLogsFlag}))
+	check(t, Run(t, Config{Seed: *seedFlag, Duration: *durationFlag, Voters: *votersFlag, KeepLogs: *keepLogsFlag, LogStore: *storeFlag}))
 }
 
 // TestChaosShort is the fixed-seed subset that make test runs: a 20 s
