@@ -63,16 +63,7 @@ func BenchmarkExecute(b *testing.B) {
 // system, DuckDB's threads included) per entry, which a loaded machine
 // disturbs less than the wall clock.
 func BenchmarkApplySteps(b *testing.B) {
-	db, err := engine.Open(filepath.Join(b.TempDir(), "duck.db"), engine.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	f, err := newFSM(db, 1<<16, testLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.close()
+	_, f := benchFSM(b, b.TempDir())
 	idx := uint64(1)
 	if r := f.ApplyBatch([]*raft.Log{logEntry(b, idx, stmt("CREATE TABLE bench(thread INTEGER, seq BIGINT, payload VARCHAR)"))})[0]; r != nil {
 		if err, ok := r.(error); ok {
@@ -161,16 +152,7 @@ func BenchmarkStagedIngest(b *testing.B) {
 
 func benchmarkStagedIngest(b *testing.B, kind string) {
 	dir := b.TempDir()
-	db, err := engine.Open(filepath.Join(dir, "duck.db"), engine.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	f, err := newFSM(db, 1<<16, testLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.close()
+	db, f := benchFSM(b, dir)
 	store, err := openRaftStore(kind, dir, hclog.NewNullLogger())
 	if err != nil {
 		b.Fatal(err)
@@ -280,4 +262,24 @@ func benchmarkStagedIngest(b *testing.B, kind string) {
 	b.ReportMetric(ms(stage), "stage-apply-ms")
 	b.ReportMetric(ms(commit), "commit-ms")
 	b.ReportMetric(ms(local), "local-ms")
+}
+
+// benchFSM opens a database file in dir and an FSM on it, both closed when
+// the benchmark ends.
+func benchFSM(b *testing.B, dir string) (*engine.DB, *fsm) {
+	b.Helper()
+	db, err := engine.Open(filepath.Join(dir, "duck.db"), engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := newFSM(db, 1<<16, testLogger())
+	if err != nil {
+		db.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		f.close()
+		db.Close()
+	})
+	return db, f
 }
