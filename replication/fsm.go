@@ -83,6 +83,9 @@ type fsm struct {
 	stagesTouched bool
 
 	applied atomic.Uint64
+	// progress counts the applier's steps: each applied index, and each
+	// staged entry whose rows a COMMIT inserted (awaitOutcome).
+	progress atomic.Uint64
 	// covered, once the store sets it, reports that the newest snapshot
 	// already covers every entry raft applied (see Snapshot).
 	covered func() bool
@@ -215,6 +218,7 @@ func (f *fsm) Applied() uint64 { return f.applied.Load() }
 
 func (f *fsm) setApplied(idx uint64) {
 	f.applied.Store(idx)
+	f.progress.Add(1)
 	f.mu.Lock()
 	close(f.changed)
 	f.changed = make(chan struct{})

@@ -234,6 +234,7 @@ func (f *fsm) insertStaged(ctx context.Context, s wal.Staged) error {
 		if err := f.conn.InsertChunks(s.Path(), s.Table, as, chunks); err != nil {
 			return err
 		}
+		f.progress.Add(1)
 	}
 	return nil
 }

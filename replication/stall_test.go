@@ -232,3 +232,49 @@ func TestStalledLeaderHandsOver(t *testing.T) {
 		t.Fatalf("the old leader's heavy has %d rows, want 1", got)
 	}
 }
+
+// TestAwaitOutcomeWhileApplierProgresses: a write whose apply outlasts
+// OutcomeWait (a COMMIT inserting millions of staged rows) gets its result
+// as long as the applier makes progress; one the applier makes no progress
+// on, or whose writer gives up, answers ErrUnknownOutcome.
+func TestAwaitOutcomeWhileApplierProgresses(t *testing.T) {
+	result := &wal.Result{RowsChanged: 20_000_000}
+	for _, tc := range []struct {
+		name     string
+		steps    uint64 // progress calls that see a new step; the result comes after them
+		cancel   bool
+		wantRows int64
+	}{
+		{name: "progress until the result", steps: 5, wantRows: result.RowsChanged},
+		{name: "no progress", steps: 0},
+		{name: "writer gone", steps: 1000, cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan cmdResult, 1)
+			var calls uint64
+			progress := func() uint64 {
+				calls++
+				// The first call reads the starting point.
+				if tc.steps > 0 && calls == tc.steps+1 {
+					done <- cmdResult{res: result}
+				}
+				return min(calls, tc.steps+1)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				cancel()
+			}
+			res, err := awaitOutcome(ctx, done, time.Millisecond, progress, func() uint64 { return 7 })
+			if tc.wantRows != 0 {
+				if err != nil || res.RowsChanged != tc.wantRows {
+					t.Fatalf("got %v, %v; want the result after %d steps", res, err, tc.steps)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnknownOutcome) {
+				t.Fatalf("err = %v, want ErrUnknownOutcome", err)
+			}
+		})
+	}
+}

@@ -183,9 +183,10 @@ type Config struct {
 	// to the most up-to-date voter, once per stall: a stall from this
 	// node's own memory or disk need not stop the cluster's writes.
 	StallHandover time.Duration
-	// OutcomeWait (default 10s) bounds how long Execute waits for an entry
-	// it proposed to be applied, beyond the write's proof; then it answers
-	// ErrUnknownOutcome.
+	// OutcomeWait (default 10s) bounds how long Execute waits, beyond the
+	// write's proof, for an entry it proposed to be applied while the
+	// applier makes no progress (applies no entry, inserts no staged
+	// entry's rows); then it answers ErrUnknownOutcome.
 	OutcomeWait time.Duration
 }
 
@@ -500,9 +501,9 @@ type proposal struct {
 // returns its result. A command that failed deterministically (a constraint
 // violation, say) returns its error, the same on every node. On a follower
 // it returns a *NotLeaderError. An error wrapping ErrUnknownOutcome means
-// the command may still apply (ctx ended or OutcomeWait passed after it was
-// queued, leadership was lost, the FSM halted); any other error means it
-// never will.
+// the command may still apply (ctx ended, or the applier made no progress
+// for OutcomeWait after it was queued, leadership was lost, the FSM
+// halted); any other error means it never will.
 func (s *Store) Execute(ctx context.Context, cmd wal.Command) (*wal.Result, error) {
 	wait, err := s.Submit(ctx, cmd)
 	if err != nil {
@@ -551,18 +552,35 @@ func (s *Store) Submit(ctx context.Context, cmd wal.Command) (func(context.Conte
 		return nil, ErrClosed
 	}
 	return func(ctx context.Context) (*wal.Result, error) {
-		wait := time.NewTimer(s.cfg.OutcomeWait)
-		defer wait.Stop()
+		return awaitOutcome(ctx, p.done, s.cfg.OutcomeWait, s.fsm.progress.Load, s.fsm.Applied)
+	}, nil
+}
+
+// awaitOutcome waits for a proposed command's result until ctx ends or the
+// applier has made no progress (progress unchanged) for wait: a COMMIT that
+// inserts millions of staged rows applies for longer than wait, and its
+// writer must not be told its outcome is unknown while the applier works
+// through it. applied names the applied index in the error.
+func awaitOutcome(ctx context.Context, done <-chan cmdResult, wait time.Duration, progress, applied func() uint64) (*wal.Result, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	last := progress()
+	for {
 		select {
-		case r := <-p.done:
+		case r := <-done:
 			return r.res, r.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: the write is queued for the log or in it: %w", ErrUnknownOutcome, ctx.Err())
-		case <-wait.C:
-			return nil, fmt.Errorf("%w: the write is in the log but was not applied within %v (applied index %d)",
-				ErrUnknownOutcome, s.cfg.OutcomeWait, s.fsm.Applied())
+		case <-timer.C:
+			if now := progress(); now != last {
+				last = now
+				timer.Reset(wait)
+				continue
+			}
+			return nil, fmt.Errorf("%w: the write is in the log but the applier made no progress for %v (applied index %d)",
+				ErrUnknownOutcome, wait, applied())
 		}
-	}, nil
+	}
 }
 
 // handOverWhenStalled transfers leadership away from this node when its
