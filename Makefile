@@ -83,7 +83,7 @@ vet:
 # fuzz runs every fuzz target of every decoder (and of the engine's append
 # checks and the SQL lexer) for FUZZTIME each.
 FUZZTIME ?= 30s
-FUZZ_PKGS := ./node/wire ./node/engine ./node/sqltext ./wal ./cluster ./routing/nodeapi ./routing/classify
+FUZZ_PKGS := ./node/wire ./node/engine ./node/sqltext ./wal ./cluster ./routing/nodeapi ./routing/classify ./replication
 fuzz:
 	@for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep ^Fuzz); do \
