@@ -193,8 +193,10 @@ func TestDeadLeaderCandidacyBeforeDeathSeen(t *testing.T) {
 		setHeartbeat(t, nd, slowHeartbeat)
 	}
 	survivors := []*testNode{behind, ahead}
-	heal()
 
+	// The follower behind stays behind until its candidacy was refused:
+	// healed before, the leader could bring it level first on a loaded
+	// machine, and its candidacy would then win (CI saw it).
 	term := ahead.store.raft.CurrentTerm()
 	behind.store.stand(raft.ServerID(leader.id), "forced by the test")
 	waitFor(t, 10*time.Second, "the candidacy's term on the follower ahead", func() bool {
@@ -203,6 +205,7 @@ func TestDeadLeaderCandidacyBeforeDeathSeen(t *testing.T) {
 	if addr, _ := ahead.store.raft.LeaderWithID(); addr != "" {
 		t.Fatalf("%s still knows leader %s after a new term", ahead.id, addr)
 	}
+	heal()
 	start := time.Now()
 	leader.stop(t, true)
 	next := waitNewLeader(t, survivors, start)
